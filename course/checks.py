@@ -1,0 +1,172 @@
+"""Tensor-aware checks for the notebooks' test cells.
+
+Each check raises :class:`CheckFailed` with a message written for the student (what is wrong and,
+where we can guess it, the likely mistake) instead of a bare ``AssertionError``. The module holds
+no answers: expected values are computed by the test cells themselves.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+__all__ = [
+    "CheckFailed",
+    "expect",
+    "expect_type",
+    "expect_tensor",
+    "expect_float",
+    "expect_close",
+    "expect_raises",
+    "seeded",
+]
+
+
+class CheckFailed(AssertionError):
+    """A test-cell check failed; the message says what is wrong in the student's terms."""
+
+
+def expect(condition: Any, message: str) -> None:
+    """Fail with ``message`` unless ``condition`` is true."""
+    if not condition:
+        raise CheckFailed(message)
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of shape {tuple(value.shape)} and dtype {value.dtype}"
+    if value is None:
+        return "None"
+    return f"a {type(value).__name__}"
+
+
+def expect_type(value: Any, kind: type | tuple[type, ...], name: str = "the result") -> None:
+    """Fail unless ``value`` is an instance of ``kind`` (bools are not accepted as numbers)."""
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if isinstance(value, bool) and bool not in kinds:
+        ok = False
+    else:
+        ok = isinstance(value, kinds)
+    names = " or ".join(k.__name__ for k in kinds)
+    expect(ok, f"{name} should be a {names}, but it is {_describe(value)}.")
+
+
+def expect_tensor(
+    value: Any,
+    name: str = "the result",
+    *,
+    shape: Sequence[int] | None = None,
+    dtype: torch.dtype | None = None,
+    requires_grad: bool | None = None,
+    leaf: bool | None = None,
+) -> torch.Tensor:
+    """Check that ``value`` is a tensor with the given properties and return it."""
+    expect_type(value, torch.Tensor, name)
+    if shape is not None:
+        expect(
+            tuple(value.shape) == tuple(shape),
+            f"{name} has shape {tuple(value.shape)}, expected {tuple(shape)}.",
+        )
+    if dtype is not None:
+        expect(value.dtype == dtype, f"{name} has dtype {value.dtype}, expected {dtype}.")
+    if requires_grad is not None:
+        if requires_grad:
+            expect(
+                value.requires_grad,
+                f"{name} does not require grad: use requires_grad=True or .requires_grad_().",
+            )
+        else:
+            expect(
+                not value.requires_grad,
+                f"{name} still requires grad: compute it with tracking off "
+                "(torch.no_grad()) or detach() it.",
+            )
+    if leaf is not None:
+        if leaf:
+            expect(
+                value.is_leaf,
+                f"{name} is not a leaf (it has grad_fn={type(value.grad_fn).__name__}): did you "
+                "call requires_grad_ on a computed tensor instead of a fresh one?",
+            )
+        else:
+            expect(not value.is_leaf, f"{name} is a leaf, expected the result of an operation.")
+    return value
+
+
+def expect_float(value: Any, name: str = "the result") -> float:
+    """Check that ``value`` is a Python float (not a tensor) and return it."""
+    if isinstance(value, torch.Tensor):
+        raise CheckFailed(
+            f"{name} should be a Python float, but it is {_describe(value)}: call .item() on it."
+        )
+    expect_type(value, float, name)
+    return value
+
+
+def _as_tensor(value: Any) -> torch.Tensor:
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu", torch.float64)
+    return torch.as_tensor(value, dtype=torch.float64)
+
+
+def _first_difference(actual: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float) -> str:
+    bad = ~torch.isclose(actual, expected, rtol=rtol, atol=atol, equal_nan=True)
+    where = tuple(int(i) for i in bad.nonzero()[0].tolist()) if actual.dim() else ()
+    got, want = actual[where].item(), expected[where].item()
+    place = f" at index {where}" if where else ""
+    return f"got {got:.6g}{place}, expected {want:.6g}"
+
+
+def expect_close(
+    actual: Any,
+    expected: Any,
+    name: str = "the result",
+    *,
+    hint: str | None = None,
+    rtol: float = 1e-5,
+    atol: float = 1e-6,
+) -> None:
+    """Check that ``actual`` matches ``expected`` (numbers, lists or tensors) within tolerance.
+
+    ``hint`` names the likely mistake; it is added to the message when the values differ.
+    """
+    if expected is not None and actual is None:
+        raise CheckFailed(f"{name} is None: did the function forget to return a value?")
+    try:
+        got = _as_tensor(actual)
+    except (TypeError, ValueError, RuntimeError):
+        raise CheckFailed(f"{name} should be numeric, but it is {_describe(actual)}.") from None
+    want = _as_tensor(expected)
+    expect(
+        got.shape == want.shape,
+        f"{name} has shape {tuple(got.shape)}, expected {tuple(want.shape)}.",
+    )
+    if not torch.allclose(got, want, rtol=rtol, atol=atol, equal_nan=True):
+        message = f"{name} is wrong: {_first_difference(got, want, rtol, atol)}."
+        if hint:
+            message += f" {hint}"
+        raise CheckFailed(message)
+
+
+def expect_raises(
+    exception: type[BaseException],
+    call: Callable[[], Any],
+    message: str,
+    *,
+    match: str | None = None,
+) -> BaseException:
+    """Run ``call`` and fail with ``message`` unless it raises ``exception`` (containing ``match``)."""
+    try:
+        call()
+    except exception as error:
+        if match is not None and match not in str(error):
+            raise CheckFailed(f"{message} (the error should mention {match!r}, it says {error})")
+        return error
+    raise CheckFailed(message)
+
+
+def seeded(seed: int) -> torch.Generator:
+    """A CPU random generator with a fixed seed, so hidden inputs are the same on every regrade."""
+    return torch.Generator().manual_seed(seed)
+

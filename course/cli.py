@@ -1,0 +1,49 @@
+"""`python -m course`: the instructor's commands on top of nbgrader."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from . import demo, grading, release
+from .coursedir import Course, CourseError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m course", description=__doc__)
+    parser.add_argument("--course", default=".", help="course directory (default: current)")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    rel = commands.add_parser("release", help="regenerate release/ from source/")
+    rel.add_argument("assignments", nargs="*", help="assignment ids (default: all)")
+
+    grd = commands.add_parser("grade", help="autograde submitted/, write feedback and grades.csv")
+    grd.add_argument("assignments", nargs="+", help="assignment ids")
+    grd.add_argument("--student", action="append", dest="students",
+                     help="grade only this student (repeatable; default: the whole roster)")
+    grd.add_argument("--csv", type=Path, help="where to write the grades (default: grades.csv)")
+
+    dem = commands.add_parser("demo", help="grade a fictional class in a scratch copy of the course")
+    dem.add_argument("--scratch", type=Path, help="scratch directory (default: .demo/)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        course = Course.at(args.course)
+        if args.command == "release":
+            for assignment in release.release(course, args.assignments):
+                print(f"released {assignment} -> {course.root / 'release' / assignment}")
+        elif args.command == "grade":
+            outcomes = grading.grade(course, args.assignments, args.students)
+            csv_path = grading.write_csv(outcomes, args.csv or course.root / "grades.csv")
+            print(grading.format_table(outcomes))
+            print(f"\nGrades (CSV): {csv_path}")
+            print(f"Feedback (HTML): {course.root / 'feedback'}")
+        elif args.command == "demo":
+            demo.run_demo(course, args.scratch or course.root / ".demo")
+    except CourseError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0

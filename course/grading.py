@@ -1,0 +1,184 @@
+"""Autograde submitted/, give every student an explicit status, write feedback and the grade CSV."""
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from .coursedir import Course
+
+GRADED, PARTIAL, FAILED, MISSING = "graded", "partial", "failed", "missing"
+
+# What nbgrader's log says when a notebook could not be graded, and how we name it for instructors.
+FAILURE_REASONS: list[tuple[str, str]] = [
+    ("UnresponsiveKernelError", "timeout: the kernel did not answer and could not be interrupted"),
+    ("CellTimeoutError", "timeout: a cell ran past the time limit"),
+    ("TimeoutError", "timeout: a cell ran past the time limit"),
+    ("DeadKernelError", "kernel died (crash, os._exit or out of memory)"),
+    ("Kernel died", "kernel died (crash, os._exit or out of memory)"),
+    ("MemoryError", "out of memory"),
+    ("SchemaTooOldError", "tampered cell metadata"),
+    ("SchemaTooNewError", "tampered cell metadata"),
+    ("Duplicate grade id", "tampered cell metadata: duplicate grade ids"),
+    ("NotJSONError", "invalid notebook: not JSON"),
+    ("ValidationError", "invalid notebook: does not match the notebook format"),
+]
+
+CSV_FIELDS = ["assignment", "student_id", "status", "score", "max_score", "needs_manual_grade",
+              "detail"]
+
+
+@dataclass
+class Outcome:
+    """What happened to one student's submission of one assignment."""
+
+    assignment: str
+    student: str
+    status: str
+    detail: str = ""
+    score: float | None = None  # autograded points earned
+    max_score: float | None = None  # autograded points available
+    needs_manual_grade: bool = False
+    cell_scores: dict[str, float | None] = field(default_factory=dict)
+
+
+def classify_failure(log: str) -> str:
+    """Name the reason nbgrader failed on a submission, from its log and traceback."""
+    for needle, reason in FAILURE_REASONS:
+        if needle in log:
+            return reason
+    lines = [line.strip() for line in log.strip().splitlines() if line.strip()]
+    return f"error: {lines[-1][:200]}" if lines else "error: nbgrader gave no reason"
+
+
+def check_submission_files(course: Course, assignment: str, student: str) -> str | None:
+    """Return why a submission cannot be graded as it is (missing or unreadable notebook), or None."""
+    folder = course.root / "submitted" / student / assignment
+    for released in sorted((course.root / "release" / assignment).glob("*.ipynb")):
+        path = folder / released.name
+        if not path.is_file():
+            found = ", ".join(sorted(p.name for p in folder.glob("*.ipynb"))) or "no notebook"
+            return f"missing notebook: {released.name} is not in the submission (found: {found})"
+        try:
+            nbformat.reads(path.read_text(encoding="utf-8"), as_version=4)
+        except UnicodeDecodeError:
+            return f"invalid notebook: {released.name} is not UTF-8 text"
+        except nbformat.reader.NotJSONError:
+            try:
+                json.loads(path.read_text(encoding="utf-8"))
+            except json.JSONDecodeError as error:
+                return f"invalid notebook: {released.name} is not valid JSON ({error})"
+            return f"invalid notebook: {released.name} is not valid JSON"
+        except (nbformat.ValidationError, KeyError, AttributeError, TypeError) as error:
+            first = str(error).splitlines()[0][:120]
+            return f"invalid notebook: {released.name} is not a valid notebook ({first})"
+    return None
+
+
+def _scores(api, assignment: str, student: str) -> Outcome:
+    with api.gradebook as gb:
+        submission = gb.find_submission(assignment, student)
+        cell_scores: dict[str, float | None] = {}
+        ungraded: list[str] = []
+        needs_manual = False
+        for notebook in submission.notebooks:
+            for grade in notebook.grades:
+                if grade.cell.cell_type != "code":  # written answers are graded by hand
+                    needs_manual = needs_manual or grade.needs_manual_grade
+                    continue
+                cell_scores[grade.name] = grade.auto_score
+                if grade.auto_score is None and grade.manual_score is None:
+                    ungraded.append(grade.name)
+        score, max_score = submission.code_score, submission.max_code_score
+    if ungraded:
+        return Outcome(assignment, student, PARTIAL, f"not graded: {', '.join(ungraded)}",
+                       score, max_score, needs_manual, cell_scores)
+    return Outcome(assignment, student, GRADED, "", score, max_score, needs_manual, cell_scores)
+
+
+def grade_submission(course: Course, api, assignment: str, student: str) -> Outcome:
+    """Autograde one submission and write its feedback; never raises for a bad submission."""
+    if not (course.root / "submitted" / student / assignment).is_dir():
+        return Outcome(assignment, student, MISSING, "no submission")
+    problem = check_submission_files(course, assignment, student)
+    if problem is None:
+        result = api.autograde(assignment, student, force=True, create=True)
+        if not result["success"]:
+            problem = classify_failure(f"{result.get('log', '')}\n{result.get('error', '')}")
+    if problem is not None:
+        _forget_submission(api, assignment, student)
+        return Outcome(assignment, student, FAILED, problem)
+    outcome = _scores(api, assignment, student)
+    feedback = api.generate_feedback(assignment, student, force=True)
+    if not feedback["success"]:
+        outcome.detail = "; ".join(filter(None, [outcome.detail, "feedback could not be written"]))
+    return outcome
+
+
+def _forget_submission(api, assignment: str, student: str) -> None:
+    """Drop an earlier grade, so a failed regrade never leaves a stale score behind.
+
+    The student stays in the gradebook (nbgrader created them before it failed, or we do here).
+    """
+    with api.gradebook as gb:
+        gb.update_or_create_student(student)
+        try:
+            gb.remove_submission(assignment, student)
+        except Exception:  # MissingEntry: nothing was graded before
+            pass
+
+
+def grade(
+    course: Course,
+    assignments: list[str],
+    students: Iterable[str] | None = None,
+    on_outcome: Callable[[Outcome], None] | None = None,
+) -> list[Outcome]:
+    """Grade every student on the roster (gradebook ∪ submitted/) for each assignment."""
+    chosen = course.check_assignments(assignments)
+    api = course.api()
+    roster = sorted(set(students) if students is not None else set(api.get_student_ids()))
+    outcomes = []
+    for assignment in chosen:
+        for student in roster:
+            outcome = grade_submission(course, api, assignment, student)
+            outcomes.append(outcome)
+            if on_outcome:
+                on_outcome(outcome)
+    return outcomes
+
+
+def write_csv(outcomes: list[Outcome], path: Path) -> Path:
+    """Write one row per student and assignment, with the status beside the score."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=CSV_FIELDS)
+        writer.writeheader()
+        for o in outcomes:
+            writer.writerow({
+                "assignment": o.assignment,
+                "student_id": o.student,
+                "status": o.status,
+                "score": "" if o.score is None else f"{o.score:g}",
+                "max_score": "" if o.max_score is None else f"{o.max_score:g}",
+                "needs_manual_grade": "yes" if o.needs_manual_grade else "",
+                "detail": o.detail,
+            })
+    return path
+
+
+def format_table(outcomes: list[Outcome]) -> str:
+    """A plain-text table of the outcomes, one line per student and assignment."""
+    rows = [("assignment", "student", "status", "score", "detail")]
+    for o in outcomes:
+        score = "-" if o.score is None else f"{o.score:g}/{o.max_score:g}"
+        detail = o.detail + (" (written answer to grade by hand)" if o.needs_manual_grade else "")
+        rows.append((o.assignment, o.student, o.status, score, detail.strip()))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r[:4], widths)) + "  " + r[4]
+             for r in rows]
+    return "\n".join(line.rstrip() for line in lines)

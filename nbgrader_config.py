@@ -1,0 +1,32 @@
+"""nbgrader configuration for the autograd course.
+
+Plain `nbgrader ...` commands run from this directory use it, and so does `python -m course`.
+"""
+import os
+
+c = get_config()  # noqa: F821 (injected by traitlets)
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+
+c.CourseDirectory.course_id = "autograd-course"
+c.CourseDirectory.root = ROOT
+
+# A course-local exchange: release/fetch/submit/collect work without a system-wide directory.
+c.Exchange.root = os.path.join(ROOT, "exchange")
+
+# Per-cell limit; a cell that runs past it is interrupted and recorded as an error.
+c.Execute.timeout = 60
+c.Execute.interrupt_on_timeout = True
+c.Execute.shutdown_kernel = "immediate"
+# No kernel history file, and no per-kernel start-up warnings flooding the grading log.
+c.Execute.extra_arguments = ["--HistoryManager.hist_file=:memory:", "--IPKernelApp.log_level=ERROR"]
+
+# A test cell the student deleted is put back from the source and graded.
+c.OverwriteCells.add_missing_cells = True
+
+# Feedback never shows hidden tests.
+c.GenerateFeedback.preprocessors = [
+    "nbgrader.preprocessors.GetGrades",
+    "nbgrader.preprocessors.ClearHiddenTests",
+    "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
+]
