@@ -43,7 +43,8 @@ class Outcome:
     score: float | None = None  # autograded points earned
     max_score: float | None = None  # autograded points available
     needs_manual_grade: bool = False
-    cell_scores: dict[str, float | None] = field(default_factory=dict)
+    cell_scores: dict[str, float | None] = field(default_factory=dict)  # by test cell grade id
+    cell_max: dict[str, float] = field(default_factory=dict)
 
 
 def classify_failure(log: str) -> str:
@@ -83,6 +84,7 @@ def _scores(api, assignment: str, student: str) -> Outcome:
     with api.gradebook as gb:
         submission = gb.find_submission(assignment, student)
         cell_scores: dict[str, float | None] = {}
+        cell_max: dict[str, float] = {}
         ungraded: list[str] = []
         needs_manual = False
         for notebook in submission.notebooks:
@@ -91,13 +93,15 @@ def _scores(api, assignment: str, student: str) -> Outcome:
                     needs_manual = needs_manual or grade.needs_manual_grade
                     continue
                 cell_scores[grade.name] = grade.auto_score
+                cell_max[grade.name] = grade.max_score
                 if grade.auto_score is None and grade.manual_score is None:
                     ungraded.append(grade.name)
         score, max_score = submission.code_score, submission.max_code_score
     if ungraded:
         return Outcome(assignment, student, PARTIAL, f"not graded: {', '.join(ungraded)}",
-                       score, max_score, needs_manual, cell_scores)
-    return Outcome(assignment, student, GRADED, "", score, max_score, needs_manual, cell_scores)
+                       score, max_score, needs_manual, cell_scores, cell_max)
+    return Outcome(assignment, student, GRADED, "", score, max_score, needs_manual, cell_scores,
+                   cell_max)
 
 
 def grade_submission(course: Course, api, assignment: str, student: str) -> Outcome:

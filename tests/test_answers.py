@@ -1,0 +1,100 @@
+"""Every contract exercise, through real nbgrader autograde: alternative correct answers get all
+of its points, known misconceptions lose some, and no exercise's points come from another's answer.
+
+Answers live in fixtures/answers/<assignment>/<exercise>/: `correct_*.py` and `wrong_*.py`.
+"""
+from __future__ import annotations
+
+import pytest
+
+from course import grading
+from course.submission import answer_file, answer_names, build_submission, reference_answers, write_submission
+
+from conftest import CONTRACT, REPO, copy_course
+from course.coursedir import Course
+
+CASES = [
+    (assignment, exercise)
+    for assignment, exercises in CONTRACT.items()
+    for exercise in exercises
+]
+
+
+ANSWER_CASES = [
+    (a, e, name) for a, e in CASES for name in answer_names(Course.at(REPO), a, e)
+]
+
+
+def _student(exercise: str, name: str) -> str:
+    return f"{exercise}--{name}"
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """``graded(assignment)``: outcomes by student for a class made of each answer file alone, the
+    reference, and all-but-one-exercise; each assignment is graded once, when a test first asks."""
+    course = copy_course(tmp_path_factory.mktemp("answers"), with_release=True)
+    cache: dict[str, dict[str, grading.Outcome]] = {}
+
+    def outcomes(assignment: str) -> dict[str, grading.Outcome]:
+        if assignment not in cache:
+            refs = reference_answers(course, assignment)
+            plans = {"reference": refs}
+            for exercise in CONTRACT[assignment]:
+                plans[f"allbut--{exercise}"] = {k: v for k, v in refs.items() if k != exercise}
+                for name in answer_names(course, assignment, exercise):
+                    plans[_student(exercise, name)] = {
+                        exercise: answer_file(course, assignment, exercise, name)
+                    }
+            for student, answers in plans.items():
+                nb = build_submission(course, assignment, answers)
+                write_submission(course, student, assignment, nb)
+            graded = grading.grade(course, [assignment], students=plans)
+            cache[assignment] = {o.student: o for o in graded}
+        return cache[assignment]
+
+    return outcomes
+
+
+def points(outcome: grading.Outcome, exercise: str) -> tuple[float, float]:
+    """Points earned and available in the test cells of ``exercise`` (grade ids test_<exercise>*)."""
+    ids = [g for g in outcome.cell_max if g.startswith(f"test_{exercise}")]
+    assert ids, f"no test cells for {exercise} in {outcome.assignment}"
+    return sum(outcome.cell_scores[g] or 0 for g in ids), sum(outcome.cell_max[g] for g in ids)
+
+
+def test_every_exercise_has_two_correct_and_two_wrong_answers(repo_course):
+    for assignment, exercise in CASES:
+        names = answer_names(repo_course, assignment, exercise)
+        correct = [n for n in names if n.startswith("correct_")]
+        wrong = [n for n in names if n.startswith("wrong_")]
+        assert len(correct) >= 2 and len(wrong) >= 2, (assignment, exercise, names)
+        assert len(correct) + len(wrong) == len(names), f"unprefixed answer files: {names}"
+
+
+@pytest.mark.parametrize("assignment", list(CONTRACT))
+def test_reference_solution_gets_full_marks(graded, assignment):
+    outcome = graded(assignment)["reference"]
+    assert outcome.status == grading.GRADED, outcome.detail
+    assert outcome.score == outcome.max_score > 0
+
+
+@pytest.mark.parametrize("assignment,exercise", CASES)
+def test_exercise_points_need_its_own_answer(graded, assignment, exercise):
+    outcome = graded(assignment)[f"allbut--{exercise}"]
+    earned, available = points(outcome, exercise)
+    assert available >= 1
+    assert earned == 0, f"{exercise} earned points without its own answer"
+    assert outcome.score == outcome.max_score - available
+
+
+@pytest.mark.parametrize("assignment,exercise,name", ANSWER_CASES)
+def test_answer_file_grades_as_named(graded, assignment, exercise, name):
+    """correct_* files earn every point of their exercise; wrong_* files lose at least one."""
+    outcome = graded(assignment)[_student(exercise, name)]
+    assert outcome.status == grading.GRADED, outcome.detail
+    earned, available = points(outcome, exercise)
+    if name.startswith("correct_"):
+        assert earned == available, f"correct answer got {earned}/{available}"
+    else:
+        assert earned < available, f"misconception got full marks {earned}/{available}"
