@@ -1,0 +1,218 @@
+"""The forgotten-zero_grad widget: the numbers it trains, the plot it draws and its controls."""
+from __future__ import annotations
+
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from course.widgets import training  # noqa: E402
+from course.widgets.base import PALETTE  # noqa: E402
+from course.widgets.training import (  # noqa: E402
+    VARIANTS,
+    plot_training,
+    readout,
+    regression_data,
+    show_training,
+    training_data,
+)
+
+
+@pytest.fixture(scope="module")
+def data():
+    return training_data(0.1, 30)
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+def _oracle(lr: float, steps: int, clear: bool) -> tuple[list[float], list[float]]:
+    """Gradient descent on the same data with hand-written MSE gradients, in float64.
+
+    ``clear=False`` adds every step's gradient to a running sum and steps with the sum, which is
+    what a loop without zero_grad does.
+    """
+    x, y = (t.double().flatten() for t in regression_data())
+    w = b = 0.0
+    gw_sum = gb_sum = 0.0
+    losses, slopes = [], []
+    for _ in range(steps + 1):
+        err = w * x + b - y
+        losses.append(float((err**2).mean()))
+        slopes.append(w)
+        gw, gb = float(2 * (err * x).mean()), float(2 * err.mean())
+        gw_sum, gb_sum = (gw_sum + gw, gb_sum + gb) if not clear else (gw, gb)
+        w, b = w - lr * gw_sum, b - lr * gb_sum
+    return losses, slopes
+
+
+def test_one_loss_and_slope_per_step_for_every_variant(data):
+    assert data.steps == list(range(31))
+    assert set(data.losses) == set(data.slopes) == set(VARIANTS)
+    for variant in VARIANTS:
+        assert len(data.losses[variant]) == len(data.slopes[variant]) == 31
+
+
+def test_every_variant_starts_from_the_same_untrained_model(data):
+    starts = {variant: (losses[0], data.slopes[variant][0]) for variant, losses in data.losses.items()}
+    assert len(set(starts.values())) == 1
+    assert data.slopes["correct"][0] == 0.0
+
+
+@pytest.mark.parametrize("variant,clear", [("correct", True), ("no_zero", False)])
+def test_matches_hand_written_gradient_descent(data, variant, clear):
+    losses, slopes = _oracle(0.1, 30, clear)
+    assert data.losses[variant] == pytest.approx(losses, rel=1e-4, abs=1e-5)
+    assert data.slopes[variant] == pytest.approx(slopes, rel=1e-4, abs=1e-5)
+
+
+def test_correct_loop_fits_the_line(data):
+    assert data.losses["correct"][-1] < 0.02 * data.losses["correct"][0]
+    assert data.slopes["correct"][-1] == pytest.approx(data.true_slope, abs=0.1)
+
+
+def test_forgotten_zero_grad_swings_instead_of_settling(data):
+    losses = data.losses["no_zero"]
+    assert losses[-1] > 10 * data.losses["correct"][-1]
+    rises = sum(later > earlier for earlier, later in zip(losses, losses[1:]))
+    assert rises >= 10, "the loss should go up again and again, not fall steadily"
+
+
+def test_zeroing_between_backward_and_step_never_moves(data):
+    losses, slopes = data.losses["zero_before_step"], data.slopes["zero_before_step"]
+    assert losses == [losses[0]] * 31
+    assert slopes == [0.0] * 31
+
+
+def test_same_arguments_give_the_same_numbers(data):
+    assert training_data(0.1, 30) == data
+
+
+def test_variants_can_be_chosen():
+    chosen = training_data(0.1, 5, variants=["no_zero"])
+    assert list(chosen.losses) == ["no_zero"]
+
+
+def test_divergence_is_marked_not_raised():
+    data = training_data(5.0, 100, variants=["correct"])
+    losses = data.losses["correct"]
+    first = next(i for i, v in enumerate(losses) if math.isinf(v))
+    assert all(math.isinf(v) for v in losses[first:])
+    assert all(math.isnan(v) for v in data.slopes["correct"][first:])
+    assert f"diverged (loss overflowed at step {first})" in readout(data)
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"lr": 0.0}, "lr must be a positive number"),
+        ({"lr": -0.1}, "lr must be a positive number"),
+        ({"lr": float("nan")}, "lr must be a positive number"),
+        ({"lr": "0.1"}, "lr must be a positive number"),
+        ({"steps": 0}, "steps must be a whole number of at least 1"),
+        ({"steps": 2.5}, "steps must be a whole number of at least 1"),
+        ({"variants": ["correct", "sometimes"]}, "unknown variant"),
+        ({"variants": []}, "unknown variant"),
+    ],
+)
+def test_bad_input_raises_a_clear_error(kwargs, match):
+    args = {"lr": 0.1, "steps": 10, **kwargs}
+    with pytest.raises(ValueError, match=match):
+        training_data(args.pop("lr"), args.pop("steps"), **args)
+
+
+def test_leaves_global_random_state_alone():
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    training_data(0.1, 3)
+    assert torch.equal(torch.rand(3), expected)
+
+
+def test_plot_draws_each_variant_with_its_label_and_colour(data):
+    fig = plot_training(data)
+    loss_ax, slope_ax = fig.axes
+    for ax, series in ((loss_ax, data.losses), (slope_ax, data.slopes)):
+        lines = {line.get_label(): line for line in ax.get_lines()}
+        for variant, values in series.items():
+            label, colour, _ = VARIANTS[variant]
+            line = lines[label]
+            assert list(line.get_xdata()) == data.steps
+            assert list(line.get_ydata()) == pytest.approx(values)
+            assert line.get_color() == colour
+            assert colour in PALETTE.values()
+        legend = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert {VARIANTS[v][0] for v in VARIANTS} <= set(legend)
+
+
+def test_plot_titles_axes_and_scales(data):
+    loss_ax, slope_ax = plot_training(data).axes
+    assert loss_ax.get_title() == "Training loss (lr = 0.1)"
+    assert loss_ax.get_xlabel() == "optimizer steps"
+    assert "mean squared error" in loss_ax.get_ylabel()
+    assert loss_ax.get_yscale() == "log"
+    assert slope_ax.get_title() == "Learned slope w"
+    assert slope_ax.get_ylabel() == "w after the step"
+    target = [line for line in slope_ax.get_lines() if line.get_label() == "true slope 2"]
+    assert target and list(target[0].get_ydata()) == [2.0, 2.0]
+
+
+def test_plot_leaves_gaps_where_training_diverged():
+    data = training_data(5.0, 100, variants=["correct"])
+    (line,) = plot_training(data).axes[0].get_lines()
+    ys = list(line.get_ydata())
+    assert any(math.isnan(v) for v in ys) and not any(math.isinf(v) for v in ys)
+
+
+def test_plot_draws_on_given_axes(data):
+    fig, axes = plt.subplots(1, 2)
+    assert plot_training(data, axes) is fig
+    assert len(axes[0].get_lines()) == 3
+
+
+def test_readout_names_every_variant_and_its_final_loss(data):
+    text = readout(data)
+    assert text.splitlines()[0] == f"lr = 0.1, 30 steps, loss before training {data.losses['correct'][0]:.4g}"
+    for variant, (label, _, _) in VARIANTS.items():
+        assert label in text
+        assert f"{data.losses[variant][-1]:.4g}" in text
+    assert "(never moved)" in text
+
+
+def test_widget_is_a_placeholder_when_nbgrader_runs(monkeypatch):
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    widget = show_training()
+    assert "not drawn during grading" in widget.value
+
+
+def test_moving_a_control_redraws_the_readout(monkeypatch):
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    monkeypatch.setattr(training, "training_data", _counting(training.training_data))
+    box = show_training(lr=0.1, steps=10, variants=("correct",))
+    _header, controls, readout_html, _output = box.children
+    rate, count = controls.children
+    assert (rate.description, count.description) == ("learning rate", "steps")
+    before = readout_html.value
+    assert "lr = 0.1, 10 steps" in before
+    count.value = 20
+    assert "lr = 0.1, 20 steps" in readout_html.value
+    rate.value = 0.01
+    assert "lr = 0.01, 20 steps" in readout_html.value
+    assert training.training_data.calls == 3
+
+
+def _counting(fn):
+    def wrapper(*args, **kwargs):
+        wrapper.calls += 1
+        return fn(*args, **kwargs)
+
+    wrapper.calls = 0
+    return wrapper
