@@ -24,9 +24,11 @@ c.Execute.extra_arguments = ["--HistoryManager.hist_file=:memory:", "--IPKernelA
 # A test cell the student deleted is put back from the source and graded.
 c.OverwriteCells.add_missing_cells = True
 
-# Feedback never shows hidden tests.
+# Feedback never shows hidden tests: their code is removed, and a failed test shows its message
+# instead of a traceback (which would quote the hidden lines around the failing one).
 c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.GetGrades",
     "nbgrader.preprocessors.ClearHiddenTests",
+    "course.feedback.ShortTestErrors",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 ]

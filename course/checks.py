@@ -38,7 +38,8 @@ def _describe(value: Any) -> str:
         return f"a tensor of shape {tuple(value.shape)} and dtype {value.dtype}"
     if value is None:
         return "None"
-    return f"a {type(value).__name__}"
+    kind = type(value).__name__
+    return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
 
 
 def expect_type(value: Any, kind: type | tuple[type, ...], name: str = "the result") -> None:
@@ -49,7 +50,8 @@ def expect_type(value: Any, kind: type | tuple[type, ...], name: str = "the resu
     else:
         ok = isinstance(value, kinds)
     names = " or ".join(k.__name__ for k in kinds)
-    expect(ok, f"{name} should be a {names}, but it is {_describe(value)}.")
+    article = "an" if names[0] in "aeiou" else "a"
+    expect(ok, f"{name} should be {article} {names}, but it is {_describe(value)}.")
 
 
 def expect_tensor(

@@ -145,7 +145,12 @@ def grade(
     """Grade every student on the roster (gradebook ∪ submitted/) for each assignment."""
     chosen = course.check_assignments(assignments)
     api = course.api()
-    roster = sorted(set(students) if students is not None else set(api.get_student_ids()))
+    if students is None:
+        with api.gradebook as gb:
+            students = {s.id for s in gb.students}
+        for assignment in chosen:
+            students |= set(course.submitted_students(assignment))
+    roster = sorted(set(students))
     outcomes = []
     for assignment in chosen:
         for student in roster:

@@ -1,0 +1,31 @@
+# Two commands on a fresh machine: `make demo` and `make test`. Both set themselves up.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test release lab clean
+
+$(STAMP): requirements.txt pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required, this is " + sys.version' 
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps -e .
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install  ## grade a fictional class end to end in .demo/
+	$(PY) -m course demo
+
+test: install  ## the whole test suite, browser tests included
+	$(PY) -m pytest
+
+release: install  ## regenerate release/ from source/
+	$(PY) -m course release
+
+lab: install  ## JupyterLab on the first student notebook
+	$(VENV)/bin/jupyter lab release/01_requires_grad/01_requires_grad.ipynb
+
+clean:
+	rm -rf .demo test-artifacts .pytest_cache

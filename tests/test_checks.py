@@ -1,0 +1,98 @@
+"""The check helpers: each passes on a right value and fails, with a helpful message, on a wrong one."""
+import pytest
+import torch
+
+from course.checks import (
+    CheckFailed,
+    expect,
+    expect_close,
+    expect_float,
+    expect_raises,
+    expect_tensor,
+    expect_type,
+    seeded,
+)
+
+
+def test_expect_passes_and_fails_with_message():
+    expect(True, "unused")
+    with pytest.raises(CheckFailed, match="the reason"):
+        expect(False, "the reason")
+
+
+def test_check_failed_is_an_assertion_error_so_nbgrader_counts_it_as_a_failed_test():
+    assert issubclass(CheckFailed, AssertionError)
+
+
+def test_expect_type_rejects_bool_for_numbers_and_names_the_type():
+    expect_type(3, int)
+    with pytest.raises(CheckFailed, match="should be an int, but it is a bool"):
+        expect_type(True, int)
+    with pytest.raises(CheckFailed, match="it is a list"):
+        expect_type([1], (int, float))
+
+
+def test_expect_tensor_checks_each_property():
+    leaf = torch.zeros(2, 3, requires_grad=True)
+    assert expect_tensor(leaf, shape=(2, 3), dtype=torch.float32, requires_grad=True, leaf=True) is leaf
+    with pytest.raises(CheckFailed, match=r"shape \(2, 3\), expected \(3, 2\)"):
+        expect_tensor(leaf, shape=(3, 2))
+    with pytest.raises(CheckFailed, match="dtype torch.float32, expected torch.float64"):
+        expect_tensor(leaf, dtype=torch.float64)
+    with pytest.raises(CheckFailed, match="does not require grad"):
+        expect_tensor(torch.zeros(1), requires_grad=True)
+    with pytest.raises(CheckFailed, match="still requires grad"):
+        expect_tensor(leaf, requires_grad=False)
+    with pytest.raises(CheckFailed, match="not a leaf .*MulBackward0.*requires_grad_"):
+        expect_tensor(leaf * 2, leaf=True)
+    with pytest.raises(CheckFailed, match="should be a Tensor, but it is a list"):
+        expect_tensor([1.0])
+
+
+def test_expect_float_rejects_tensors_with_a_hint():
+    assert expect_float(1.5) == 1.5
+    with pytest.raises(CheckFailed, match=r"call \.item\(\)"):
+        expect_float(torch.tensor(1.5))
+    with pytest.raises(CheckFailed, match="should be a float"):
+        expect_float(None)
+
+
+def test_expect_close_accepts_equal_values_in_any_container():
+    expect_close(torch.tensor([1.0, 2.0]), [1.0, 2.0])
+    expect_close(2.0, torch.tensor(2.0, dtype=torch.float64))
+    expect_close(torch.tensor([[1.0]], requires_grad=True), [[1.0]])
+
+
+def test_expect_close_reports_where_and_hint():
+    with pytest.raises(CheckFailed, match=r"got 5 at index \(1,\), expected 2\. did you") as info:
+        expect_close(torch.tensor([1.0, 5.0]), [1.0, 2.0], hint="did you forget to zero .grad?")
+    assert "the result is wrong" in str(info.value)
+    with pytest.raises(CheckFailed, match=r"shape \(2,\), expected \(3,\)"):
+        expect_close([1.0, 2.0], [1.0, 2.0, 3.0])
+    with pytest.raises(CheckFailed, match="is None: did the function forget to return"):
+        expect_close(None, 1.0)
+    with pytest.raises(CheckFailed, match="should be numeric"):
+        expect_close("abc", 1.0)
+    with pytest.raises(CheckFailed):
+        expect_close(float("nan"), 1.0)
+
+
+def test_expect_raises_needs_the_right_exception_and_text():
+    def boom():
+        raise KeyError("layer9.weight")
+
+    error = expect_raises(KeyError, boom, "should raise", match="layer9")
+    assert isinstance(error, KeyError)
+    with pytest.raises(CheckFailed, match="should raise"):
+        expect_raises(KeyError, lambda: None, "should raise")
+    with pytest.raises(CheckFailed, match="should mention 'bias'"):
+        expect_raises(KeyError, boom, "should raise", match="bias")
+    with pytest.raises(ValueError):  # a different exception is the student's bug, shown as is
+        expect_raises(KeyError, lambda: int("x"), "should raise")
+
+
+def test_seeded_generators_repeat():
+    a = torch.randn(3, generator=seeded(7))
+    b = torch.randn(3, generator=seeded(7))
+    assert torch.equal(a, b)
+    assert not torch.equal(a, torch.randn(3, generator=seeded(8)))

@@ -1,0 +1,91 @@
+"""`python -m course` on bad input: a clear message, the right exit code, nothing lost."""
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+
+import pytest
+
+from course.submission import build_submission, reference_answers, write_submission
+
+from conftest import copy_course
+
+ASSIGNMENT = "01_requires_grad"
+
+
+def course_cli(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "course", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=900)
+
+
+def test_outside_a_course_directory_is_a_clear_error(tmp_path):
+    run = course_cli("release", cwd=tmp_path)
+    assert run.returncode == 2
+    assert "is not a course directory: it has no nbgrader_config.py" in run.stderr
+
+
+def test_missing_source_folder_is_a_clear_error(tmp_path):
+    (tmp_path / "nbgrader_config.py").write_text("c = get_config()\n")
+    run = course_cli("release", cwd=tmp_path)
+    assert run.returncode == 2
+    assert "it has no source/ folder" in run.stderr
+
+
+def test_unknown_assignment_is_a_clear_error(tmp_path):
+    copy_course(tmp_path / "course")
+    for command in (["release", "99_nope"], ["grade", "99_nope"]):
+        run = course_cli(*command, cwd=tmp_path / "course")
+        assert run.returncode == 2, run.stderr
+        assert "unknown assignment 99_nope; this course has: 01_requires_grad" in run.stderr
+    assert not (tmp_path / "course" / "release").exists(), "nothing is released on a bad request"
+
+
+def test_usage_errors_exit_non_zero(tmp_path):
+    run = course_cli("grade", cwd=tmp_path)  # no assignment given
+    assert run.returncode == 2
+    assert "the following arguments are required: assignments" in run.stderr
+
+
+@pytest.fixture(scope="module")
+def bad_class(tmp_path_factory):
+    """A class where one student is fine, one notebook is corrupt and one folder has no notebook."""
+    course = copy_course(tmp_path_factory.mktemp("cli") / "course", with_release=True)
+    good = build_submission(course, ASSIGNMENT, reference_answers(course, ASSIGNMENT))
+    write_submission(course, "alice", ASSIGNMENT, good)
+    corrupt = write_submission(course, "bob", ASSIGNMENT, good)
+    corrupt.write_text('{"cells": [')
+    (course.root / "submitted" / "carol" / ASSIGNMENT).mkdir(parents=True)
+    (course.root / "submitted" / "carol" / ASSIGNMENT / "notes.txt").write_text("oops")
+    run = course_cli("grade", ASSIGNMENT, cwd=course.root)
+    return course, run
+
+
+def test_a_corrupt_submission_does_not_stop_the_batch(bad_class):
+    course, run = bad_class
+    assert run.returncode == 0, run.stderr
+    lines = {line.split()[1]: line for line in run.stdout.splitlines() if line.startswith(ASSIGNMENT)}
+    assert lines["alice"].split()[2:4] == ["graded", lines["alice"].split()[3]]
+    assert "invalid notebook: 01_requires_grad.ipynb is not valid JSON" in lines["bob"]
+    assert "failed" in lines["bob"].split()
+    assert "missing notebook: 01_requires_grad.ipynb is not in the submission" in lines["carol"]
+    assert (course.root / "autograded" / "alice" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").is_file()
+    assert (course.root / "feedback" / "alice" / ASSIGNMENT / f"{ASSIGNMENT}.html").is_file()
+
+
+def test_every_student_is_in_the_csv_with_a_status(bad_class):
+    course, _ = bad_class
+    with (course.root / "grades.csv").open() as handle:
+        rows = {r["student_id"]: r for r in csv.DictReader(handle)}
+    assert set(rows) == {"alice", "bob", "carol"}
+    assert rows["alice"]["status"] == "graded" and rows["alice"]["score"] == rows["alice"]["max_score"]
+    for student in ("bob", "carol"):
+        assert rows[student]["status"] == "failed"
+        assert rows[student]["score"] == "", "a failed submission is never a silent 0"
+        assert rows[student]["detail"]
+
+
+def test_failed_students_stay_in_the_gradebook(bad_class):
+    course, _ = bad_class
+    with course.api().gradebook as gb:
+        assert {s.id for s in gb.students} >= {"alice", "bob", "carol"}

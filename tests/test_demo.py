@@ -1,0 +1,81 @@
+"""`make demo`: the fictional class grades to the statuses and scores its members stand for."""
+from __future__ import annotations
+
+import csv
+import html
+import re
+
+import pytest
+
+from course import demo, grading
+from course.coursedir import Course
+
+from conftest import CONTRACT, REPO
+
+LAST = list(CONTRACT)[1:]
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory):
+    scratch = tmp_path_factory.mktemp("demo") / "course"
+    printed = []
+    outcomes = demo.run_demo(Course.at(REPO), scratch, log=printed.append)
+    return scratch, {(o.assignment, o.student): o for o in outcomes}, "\n".join(printed)
+
+
+def test_every_student_has_a_row_per_assignment(demo_run):
+    _, outcomes, _ = demo_run
+    assert set(outcomes) == {(a, s) for a in CONTRACT for s in demo.DEMO_CLASS}
+
+
+@pytest.mark.parametrize("assignment", list(CONTRACT))
+def test_statuses_and_scores(demo_run, assignment):
+    _, outcomes, _ = demo_run
+    get = lambda s: outcomes[(assignment, s)]  # noqa: E731
+    for student in ("ada", "cleo"):
+        assert get(student).status == grading.GRADED, get(student).detail
+        assert get(student).score == get(student).max_score > 0
+    assert get("ben").status == grading.GRADED
+    assert get("ben").score < get("ben").max_score
+    assert get("dan").status == grading.GRADED and get("dan").score == 0
+    assert get("eva").status == grading.FAILED
+    assert get("eva").detail.startswith("invalid notebook:") and get("eva").score is None
+    if assignment in LAST:
+        assert get("finn").status == grading.MISSING
+    else:
+        assert get("finn").score == get("finn").max_score
+
+
+def test_table_csv_and_feedback_are_where_the_demo_says(demo_run):
+    scratch, outcomes, printed = demo_run
+    assert f"Grades (CSV): {scratch / 'grades.csv'}" in printed
+    assert re.search(r"^01_requires_grad\s+eva\s+failed\s+-\s+invalid notebook", printed, re.M)
+    with (scratch / "grades.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == len(outcomes)
+    for (assignment, student), outcome in outcomes.items():
+        feedback = scratch / "feedback" / student / assignment / f"{assignment}.html"
+        assert feedback.is_file() == (outcome.status == grading.GRADED), (student, assignment)
+
+
+def _hidden_lines(assignment: str) -> list[str]:
+    text = (REPO / "source" / assignment / f"{assignment}.ipynb").read_text()
+    import json
+
+    lines = []
+    for cell in json.loads(text)["cells"]:
+        source = "".join(cell["source"])
+        for block in re.findall(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", source, re.S):
+            lines += [line.strip() for line in block.splitlines() if len(line.strip()) > 12]
+    return lines
+
+
+@pytest.mark.parametrize("assignment", list(CONTRACT))
+def test_feedback_never_shows_hidden_tests(demo_run, assignment):
+    scratch, _, _ = demo_run
+    hidden = _hidden_lines(assignment)
+    assert hidden, "the source has hidden tests to hide"
+    for student in ("ada", "ben", "dan"):
+        page = (scratch / "feedback" / student / assignment / f"{assignment}.html").read_text()
+        shown = [line for line in hidden if html.escape(line) in page or line in page]
+        assert shown == [], f"{student}'s feedback shows hidden test lines"

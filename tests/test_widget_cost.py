@@ -1,0 +1,150 @@
+"""The cost widget: exact saved-for-backward bytes, zero under no_grad, and the bar charts it draws.
+
+Wall-clock times depend on the machine and its load, so they are never compared to numbers here.
+"""
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from course.widgets import cost  # noqa: E402
+from course.widgets.base import PALETTE  # noqa: E402
+
+
+@pytest.fixture
+def small() -> cost.CostData:
+    return cost.cost_data(width=8, depth=3, batch=5, repeats=2)
+
+
+def test_make_mlp_is_the_same_for_a_seed_and_leaves_the_global_rng_alone():
+    torch.manual_seed(123)
+    expected_next = torch.rand(3)
+    torch.manual_seed(123)
+    a, b = cost.make_mlp(6, 2), cost.make_mlp(6, 2)
+    assert torch.equal(torch.rand(3), expected_next)
+    for pa, pb in zip(a.parameters(), b.parameters()):
+        assert torch.equal(pa, pb)
+    assert not torch.equal(a[0].weight, cost.make_mlp(6, 2, seed=1)[0].weight)
+    kinds = [type(m).__name__ for m in a]
+    assert kinds == ["Linear", "ReLU", "Linear", "ReLU", "Linear"]
+    assert a[-1].out_features == 1
+
+
+def test_saved_bytes_of_a_known_model_are_the_input_and_each_relu_output():
+    model = cost.make_mlp(width=8, depth=3)
+    x = torch.randn(5, 8)
+    # x (5x8) and three ReLU outputs (5x8), float32; weights are not counted.
+    assert cost.saved_bytes(model, x) == 4 * 5 * 8 * 4 == 640
+
+
+def test_saved_bytes_count_double_precision_twice_as_much():
+    model = cost.make_mlp(width=4, depth=1).double()
+    assert cost.saved_bytes(model, torch.randn(3, 4, dtype=torch.float64)) == 2 * 3 * 4 * 8
+
+
+def test_saved_bytes_are_zero_under_no_grad_and_inference_mode():
+    model = cost.make_mlp(width=8, depth=2)
+    x = torch.randn(4, 8)
+    with torch.no_grad():
+        assert cost.saved_bytes(model, x) == 0
+    with torch.inference_mode():
+        assert cost.saved_bytes(model, x) == 0
+
+
+def test_saved_bytes_are_not_zero_in_eval_mode():
+    model = cost.make_mlp(width=8, depth=2).eval()
+    assert cost.saved_bytes(model, torch.randn(4, 8)) == 3 * 4 * 8 * 4
+
+
+def test_cost_data_saved_bytes_follow_the_formula(small):
+    assert (small.width, small.depth, small.batch, small.repeats) == (8, 3, 5, 2)
+    assert small.saved_bytes == [(3 + 1) * 5 * 8 * 4, 0]
+    bigger = cost.cost_data(width=16, depth=2, batch=10, repeats=1)
+    assert bigger.saved_bytes == [(2 + 1) * 10 * 16 * 4, 0]
+
+
+def test_cost_data_times_are_one_per_mode(small):
+    assert len(small.median_ms) == len(cost.MODES) == 2
+    assert all(isinstance(t, float) and t >= 0 for t in small.median_ms)
+
+
+def test_cost_data_leaves_the_grad_mode_as_it_was():
+    cost.cost_data(width=4, depth=1, batch=2, repeats=1)
+    assert torch.is_grad_enabled()
+    with torch.no_grad():
+        cost.cost_data(width=4, depth=1, batch=2, repeats=1)
+        assert not torch.is_grad_enabled()
+
+
+@pytest.mark.parametrize("arg", ["width", "depth", "batch", "repeats"])
+@pytest.mark.parametrize("bad", [0, -3, 2.5, True])
+def test_cost_data_rejects_sizes_that_are_not_positive_ints(arg, bad):
+    kwargs = {"width": 4, "depth": 1, "batch": 2, "repeats": 1, arg: bad}
+    with pytest.raises(ValueError, match=f"{arg} must be a positive int"):
+        cost.cost_data(**kwargs)
+
+
+def test_plot_bars_show_the_saved_mib_and_the_times(small):
+    fig = cost.plot_cost(small)
+    memory_ax, time_ax = fig.axes
+    heights = [bar.get_height() for bar in memory_ax.patches]
+    assert heights == pytest.approx([640 / 2**20, 0.0])
+    assert [bar.get_height() for bar in time_ax.patches] == pytest.approx(small.median_ms)
+    plt.close(fig)
+
+
+def test_plot_titles_labels_and_legend(small):
+    fig = cost.plot_cost(small)
+    memory_ax, time_ax = fig.axes
+    assert memory_ax.get_title() == "Memory kept for backward"
+    assert time_ax.get_title() == "Forward time (median of 2)"
+    assert memory_ax.get_ylabel() == "saved activations (MiB)"
+    assert time_ax.get_ylabel() == "time per forward pass (ms)"
+    assert fig._suptitle.get_text() == "MLP of width 8, depth 3, batch 5"
+    for ax in (memory_ax, time_ax):
+        assert ax.get_xlabel() == "gradient mode"
+        assert [t.get_text() for t in ax.get_xticklabels()] == list(cost.MODES)
+        assert [t.get_text() for t in ax.get_legend().get_texts()] == list(cost.MODES)
+        colours = [matplotlib.colors.to_hex(bar.get_facecolor()).upper() for bar in ax.patches]
+        assert colours == [PALETTE["vermillion"], PALETTE["blue"]]
+    value_labels = [t.get_text() for t in memory_ax.texts]
+    assert value_labels == ["0.00061 MiB", "0 MiB"]  # 640 bytes and nothing
+    plt.close(fig)
+
+
+def test_plot_draws_on_given_axes(small):
+    fig, axes = plt.subplots(1, 2)
+    assert cost.plot_cost(small, axes=axes) is fig
+    assert len(axes[0].patches) == 2
+    plt.close(fig)
+
+
+def test_readout_has_both_modes_and_their_numbers():
+    data = cost.CostData(64, 2, 32, 3, [3 * 2**20, 0], [1.5, 1.25])
+    text = cost.readout(data)
+    assert "width 64, depth 2, batch 32" in text
+    first, second = text.splitlines()[1:]
+    assert "tracking on" in first and "3.000 MiB" in first and "1.500 ms" in first
+    assert "torch.no_grad()" in second and "0.000 MiB" in second and "1.250 ms" in second
+
+
+def test_show_cost_is_a_placeholder_during_grading(monkeypatch):
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    box = cost.show_cost()
+    assert "not drawn during grading" in box.value
+
+
+def test_show_cost_has_width_and_batch_sliders_and_a_readout(monkeypatch):
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    box = cost.show_cost(depth=1, batch=16, repeats=1, max_width=64)
+    sliders = box.children[1].children
+    assert [s.description for s in sliders] == ["model width", "batch size"]
+    assert [s.value for s in sliders] == [64, 16]
+    assert "width 64, depth 1, batch 16" in box.children[2].value
+    sliders[0].value = 32  # moving a slider redraws with the new numbers
+    assert "width 32, depth 1, batch 16" in box.children[2].value
