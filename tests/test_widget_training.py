@@ -149,8 +149,14 @@ def test_plot_draws_each_variant_with_its_label_and_colour(data):
             assert list(line.get_ydata()) == pytest.approx(values)
             assert line.get_color() == colour
             assert colour in PALETTE.values()
-        legend = [t.get_text() for t in ax.get_legend().get_texts()]
-        assert {VARIANTS[v][0] for v in VARIANTS} <= set(legend)
+
+
+def test_one_legend_below_the_panels_names_every_line(data):
+    fig = plot_training(data)
+    (legend,) = fig.legends
+    texts = [t.get_text() for t in legend.get_texts()]
+    assert texts == [label for label, _, _ in VARIANTS.values()] + ["true slope 2"]
+    assert [h.get_color() for h in legend.legend_handles[:3]] == [c for _, c, _ in VARIANTS.values()]
 
 
 def test_plot_titles_axes_and_scales(data):
