@@ -7,6 +7,7 @@ from pathlib import Path
 
 from . import demo, grading, release
 from .coursedir import Course, CourseError
+from .progress import Progress
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -36,7 +37,14 @@ def main(argv: list[str] | None = None) -> int:
             for assignment in release.release(course, args.assignments):
                 print(f"released {assignment} -> {course.root / 'release' / assignment}")
         elif args.command == "grade":
-            outcomes = grading.grade(course, args.assignments, args.students)
+            bar: list[Progress] = []
+            outcomes = grading.grade(
+                course, args.assignments, args.students,
+                on_start=lambda total: bar.append(Progress(total)),
+                on_outcome=lambda o: bar[0].update(o.status == grading.FAILED),
+            )
+            if bar:
+                bar[0].close()
             csv_path = grading.write_csv(outcomes, args.csv or course.root / "grades.csv")
             print(grading.format_table(outcomes))
             print(f"\nGrades (CSV): {csv_path}")

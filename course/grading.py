@@ -141,8 +141,12 @@ def grade(
     assignments: list[str],
     students: Iterable[str] | None = None,
     on_outcome: Callable[[Outcome], None] | None = None,
+    on_start: Callable[[int], None] | None = None,
 ) -> list[Outcome]:
-    """Grade every student on the roster (gradebook ∪ submitted/) for each assignment."""
+    """Grade every student on the roster (gradebook ∪ submitted/) for each assignment.
+
+    ``on_start(total)`` is called once the number of submissions is known, ``on_outcome`` after each.
+    """
     chosen = course.check_assignments(assignments)
     api = course.api()
     if students is None:
@@ -151,6 +155,8 @@ def grade(
         for assignment in chosen:
             students |= set(course.submitted_students(assignment))
     roster = sorted(set(students))
+    if on_start:
+        on_start(len(chosen) * len(roster))
     outcomes = []
     for assignment in chosen:
         for student in roster:

@@ -1,0 +1,37 @@
+"""A one-line progress bar for grading on a terminal; silent when output is not a TTY."""
+from __future__ import annotations
+
+import sys
+import time
+from typing import TextIO
+
+
+class Progress:
+    """Call ``update(failed)`` once per graded submission; ``close()`` ends the line."""
+
+    def __init__(self, total: int, stream: TextIO = sys.stderr, clock=time.monotonic):
+        self.total, self.done, self.failures = total, 0, 0
+        self.stream, self.clock = stream, clock
+        self.started = clock()
+        self.enabled = stream.isatty()
+
+    def line(self) -> str:
+        elapsed = self.clock() - self.started
+        eta = elapsed / self.done * (self.total - self.done) if self.done else None
+        width = 24
+        filled = width * self.done // max(self.total, 1)
+        eta_text = "--:--" if eta is None else f"{int(eta) // 60:02d}:{int(eta) % 60:02d}"
+        return (f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} graded, "
+                f"{self.failures} failed, ETA {eta_text}")
+
+    def update(self, failed: bool) -> None:
+        self.done += 1
+        self.failures += int(failed)
+        if self.enabled:
+            self.stream.write("\r" + self.line())
+            self.stream.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            self.stream.write("\n")
+            self.stream.flush()
