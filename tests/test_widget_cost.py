@@ -148,3 +148,11 @@ def test_show_cost_has_width_and_batch_sliders_and_a_readout(monkeypatch):
     assert "width 64, depth 1, batch 16" in box.children[2].value
     sliders[0].value = 32  # moving a slider redraws with the new numbers
     assert "width 32, depth 1, batch 16" in box.children[2].value
+
+
+def test_median_forward_ms_gives_one_time_per_mode_and_checks_repeats():
+    model, x = cost.make_mlp(4, 1), torch.randn(2, 4)
+    times = cost.median_forward_ms(model, x, repeats=3)
+    assert len(times) == 2 and all(isinstance(t, float) for t in times)
+    with pytest.raises(ValueError, match="repeats must be a positive int"):
+        cost.median_forward_ms(model, x, repeats=0)
