@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -23,6 +24,8 @@ def _parser() -> argparse.ArgumentParser:
     grd.add_argument("--student", action="append", dest="students",
                      help="grade only this student (repeatable; default: the whole roster)")
     grd.add_argument("--csv", type=Path, help="where to write the grades (default: grades.csv)")
+    grd.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                     help="submissions graded at once (default: the number of CPUs)")
 
     dem = commands.add_parser("demo", help="grade a fictional class in a scratch copy of the course")
     dem.add_argument("--scratch", type=Path, help="scratch directory (default: .demo/)")
@@ -42,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
                 course, args.assignments, args.students,
                 on_start=lambda total: bar.append(Progress(total)),
                 on_outcome=lambda o: bar[0].update(o.status == grading.FAILED),
+                workers=args.workers,
             )
             if bar:
                 bar[0].close()

@@ -37,6 +37,11 @@ class Course:
         return cls(path)
 
     @property
+    def gradebook(self) -> Path:
+        """nbgrader's default SQLite gradebook (our config keeps the default location)."""
+        return self.root / "gradebook.db"
+
+    @property
     def assignments(self) -> list[str]:
         """Assignment ids, from the folders in source/."""
         return sorted(p.name for p in (self.root / "source").iterdir() if p.is_dir()
@@ -59,8 +64,12 @@ class Course:
             return []
         return sorted(p.name for p in base.iterdir() if (p / assignment).is_dir())
 
-    def api(self):
-        """An ``NbGraderAPI`` configured from this course's nbgrader_config.py."""
+    def api(self, replay_from: Path | None = None):
+        """An ``NbGraderAPI`` configured from this course's nbgrader_config.py.
+
+        With ``replay_from``, its autograde runs no kernel: it records the outputs that grading
+        jobs left in that folder (see `course.replay`).
+        """
         from nbgrader.apps import NbGraderAPI
         from nbgrader.coursedir import CourseDirectory
         from sqlalchemy.exc import SAWarning
@@ -71,5 +80,10 @@ class Course:
         warnings.filterwarnings("ignore", category=SAWarning)
         config = PyFileConfigLoader(CONFIG_FILE, path=str(self.root)).load_config()
         config.CourseDirectory.root = str(self.root)
+        if replay_from is not None:
+            from .replay import replay_preprocessors
+
+            config.Autograde.autograde_preprocessors = replay_preprocessors()
+            config.ReplayOutputs.workdir = str(replay_from)
         coursedir = CourseDirectory(config=config)
         return NbGraderAPI(coursedir=coursedir, config=config)

@@ -3,13 +3,18 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Callable, Iterable
+import multiprocessing
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 
 from .coursedir import Course
+from .jobs import Job, JobResult, run_job
 
 GRADED, PARTIAL, FAILED, MISSING = "graded", "partial", "failed", "missing"
 
@@ -104,22 +109,25 @@ def _scores(api, assignment: str, student: str) -> Outcome:
                    cell_max)
 
 
-def grade_submission(course: Course, api, assignment: str, student: str) -> Outcome:
-    """Autograde one submission and write its feedback; never raises for a bad submission."""
-    if not (course.root / "submitted" / student / assignment).is_dir():
-        return Outcome(assignment, student, MISSING, "no submission")
-    problem = check_submission_files(course, assignment, student)
+def _record(course: Course, replay_api, api, result: JobResult) -> Outcome:
+    """Write a finished job's grades into the real gradebook and its files into the course."""
+    problem = None if result.ok else classify_failure(result.log)
     if problem is None:
-        result = api.autograde(assignment, student, force=True, create=True)
-        if not result["success"]:
-            problem = classify_failure(f"{result.get('log', '')}\n{result.get('error', '')}")
+        merged = replay_api.autograde(result.assignment, result.student, force=True, create=True)
+        if not merged["success"]:
+            problem = "error: the executed notebook could not be recorded: " + classify_failure(
+                f"{merged.get('log', '')}\n{merged.get('error') or ''}")
     if problem is not None:
-        _forget_submission(api, assignment, student)
-        return Outcome(assignment, student, FAILED, problem)
-    outcome = _scores(api, assignment, student)
-    feedback = api.generate_feedback(assignment, student, force=True)
-    if not feedback["success"]:
+        _forget_submission(api, result.assignment, result.student)
+        return Outcome(result.assignment, result.student, FAILED, problem)
+    outcome = _scores(api, result.assignment, result.student)
+    feedback = course.root / "feedback" / result.student / result.assignment
+    if feedback.exists():
+        shutil.rmtree(feedback)
+    if result.feedback is None:
         outcome.detail = "; ".join(filter(None, [outcome.detail, "feedback could not be written"]))
+    else:
+        shutil.copytree(result.feedback, feedback)
     return outcome
 
 
@@ -136,16 +144,30 @@ def _forget_submission(api, assignment: str, student: str) -> None:
             pass
 
 
+def _finished(jobs: list[Job], workers: int) -> Iterator[JobResult]:
+    """Run the jobs, ``workers`` at a time, yielding each result as soon as it is ready."""
+    if workers <= 1:
+        yield from map(run_job, jobs)
+        return
+    # spawn: workers start clean, never inheriting the parent's open gradebook connections.
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        for future in as_completed([pool.submit(run_job, job) for job in jobs]):
+            yield future.result()
+
+
 def grade(
     course: Course,
     assignments: list[str],
     students: Iterable[str] | None = None,
     on_outcome: Callable[[Outcome], None] | None = None,
     on_start: Callable[[int], None] | None = None,
+    workers: int = 1,
 ) -> list[Outcome]:
     """Grade every student on the roster (gradebook ∪ submitted/) for each assignment.
 
-    ``on_start(total)`` is called once the number of submissions is known, ``on_outcome`` after each.
+    Submissions are graded as independent jobs (`course.jobs`), ``workers`` at a time; only this
+    process writes the gradebook. ``on_start(total)`` is called once the number of submissions is
+    known, ``on_outcome`` after each one.
     """
     chosen = course.check_assignments(assignments)
     api = course.api()
@@ -157,14 +179,34 @@ def grade(
     roster = sorted(set(students))
     if on_start:
         on_start(len(chosen) * len(roster))
-    outcomes = []
-    for assignment in chosen:
-        for student in roster:
-            outcome = grade_submission(course, api, assignment, student)
-            outcomes.append(outcome)
-            if on_outcome:
-                on_outcome(outcome)
-    return outcomes
+
+    def done(outcome: Outcome) -> None:
+        outcomes[(outcome.assignment, outcome.student)] = outcome
+        if on_outcome:
+            on_outcome(outcome)
+
+    outcomes: dict[tuple[str, str], Outcome] = {}
+    with tempfile.TemporaryDirectory(prefix="course-grade-") as tmp:
+        workdir = Path(tmp)
+        jobs = []
+        for assignment in chosen:
+            for student in roster:
+                if not (course.root / "submitted" / student / assignment).is_dir():
+                    done(Outcome(assignment, student, MISSING, "no submission"))
+                elif problem := check_submission_files(course, assignment, student):
+                    _forget_submission(api, assignment, student)
+                    done(Outcome(assignment, student, FAILED, problem))
+                else:
+                    jobs.append(Job(course.root, assignment, student, workdir / "gradebook.db",
+                                    workdir))
+        with api.gradebook as gb:  # make sure every student exists before the snapshot
+            for student in roster:
+                gb.update_or_create_student(student)
+        shutil.copy2(course.gradebook, workdir / "gradebook.db")
+        replay_api = course.api(replay_from=workdir)
+        for result in _finished(jobs, workers):
+            done(_record(course, replay_api, api, result))
+    return [outcomes[(a, s)] for a in chosen for s in roster]
 
 
 def write_csv(outcomes: list[Outcome], path: Path) -> Path:

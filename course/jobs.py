@@ -1,0 +1,66 @@
+"""Grading one submission as a self-contained job, so many can run at once (or on other machines).
+
+A job gets the course's config, one assignment's source, a snapshot of the gradebook and one
+student's submission, and runs nbgrader's own autograde and feedback on them in a private scratch
+course. It returns the executed notebooks and feedback pages. The caller then records the grades
+in the one real gradebook by replaying the executed outputs through nbgrader (`course.replay`), so
+the gradebook is only ever written from one process.
+"""
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from .coursedir import CONFIG_FILE, Course
+
+
+@dataclass(frozen=True)
+class Job:
+    course_root: Path
+    assignment: str
+    student: str
+    gradebook: Path  # a snapshot of the course gradebook, copied, never written
+    workdir: Path  # the job's own scratch course is made under it
+
+
+@dataclass(frozen=True)
+class JobResult:
+    assignment: str
+    student: str
+    ok: bool
+    log: str  # nbgrader's log and traceback, for the failure reason
+    autograded: Path | None  # <scratch>/autograded/<student>/<assignment>
+    feedback: Path | None  # <scratch>/feedback/<student>/<assignment>
+
+
+def scratch_dir(job: Job) -> Path:
+    return job.workdir / f"{job.assignment}--{job.student}"
+
+
+def prepare(job: Job) -> Course:
+    """Lay out the job's scratch course: config, source, gradebook snapshot, the submission."""
+    scratch = scratch_dir(job)
+    if scratch.exists():
+        shutil.rmtree(scratch)
+    (scratch / "source").mkdir(parents=True)
+    shutil.copy2(job.course_root / CONFIG_FILE, scratch / CONFIG_FILE)
+    shutil.copytree(job.course_root / "source" / job.assignment, scratch / "source" / job.assignment)
+    shutil.copy2(job.gradebook, scratch / "gradebook.db")
+    shutil.copytree(job.course_root / "submitted" / job.student / job.assignment,
+                    scratch / "submitted" / job.student / job.assignment)
+    return Course.at(scratch)
+
+
+def run_job(job: Job) -> JobResult:
+    """Autograde and write feedback for one submission in its scratch course."""
+    course = prepare(job)
+    api = course.api()
+    result = api.autograde(job.assignment, job.student, force=True, create=True)
+    log = f"{result.get('log', '')}\n{result.get('error') or ''}"
+    if not result["success"]:
+        return JobResult(job.assignment, job.student, False, log, None, None)
+    feedback = api.generate_feedback(job.assignment, job.student, force=True)
+    where = lambda kind: course.root / kind / job.student / job.assignment  # noqa: E731
+    return JobResult(job.assignment, job.student, True, log, where("autograded"),
+                     where("feedback") if feedback["success"] else None)

@@ -1,0 +1,50 @@
+"""Record a job's grades in the real gradebook by running nbgrader's autograde without a kernel.
+
+`ReplayOutputs` takes the place of nbgrader's `Execute` preprocessor: instead of running the
+notebook, it copies the outputs that the job's kernel produced. Everything else (sanitizing,
+restoring locked cells, scoring, late penalties, the gradebook rows) is nbgrader's own code, so
+the gradebook ends up exactly as a sequential `nbgrader autograde` would leave it.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+from nbgrader.converters import Autograde
+from nbgrader.preprocessors import Execute, NbGraderPreprocessor
+from traitlets import Unicode
+
+
+def executed_notebook(workdir: Path, assignment: str, student: str, notebook: str) -> Path:
+    """Where a job (see `course.jobs`) leaves the executed copy of one notebook."""
+    return (Path(workdir) / f"{assignment}--{student}" / "autograded" / student / assignment
+            / f"{notebook}.ipynb")
+
+
+class ReplayError(Exception):
+    """The executed notebook does not match the one nbgrader prepared: never guess, fail."""
+
+
+class ReplayOutputs(NbGraderPreprocessor):
+    workdir = Unicode(help="the folder holding the jobs' scratch courses").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        info = resources["nbgrader"]
+        path = executed_notebook(Path(self.workdir), info["assignment"], info["student"],
+                                 info["notebook"])
+        executed = nbformat.read(path, as_version=nbformat.NO_CONVERT)
+        if [c.source for c in executed.cells] != [c.source for c in nb.cells]:
+            raise ReplayError(f"{path} does not match the prepared notebook")
+        for cell, done in zip(nb.cells, executed.cells):
+            if cell.cell_type == "code":
+                cell.outputs = done.outputs
+                cell.execution_count = done.execution_count
+        if "language_info" in executed.metadata:
+            nb.metadata["language_info"] = executed.metadata["language_info"]
+        return nb, resources
+
+
+def replay_preprocessors() -> list:
+    """nbgrader's autograde preprocessors with Execute swapped for ReplayOutputs."""
+    return [ReplayOutputs if pp is Execute else pp
+            for pp in Autograde.class_traits()["autograde_preprocessors"].default()]
