@@ -111,9 +111,12 @@ def _finite_or_nan(values: list[float]) -> list[float]:
 
 
 def plot_training(data: TrainingData, axes=None):
-    """Two panels: the loss after each step (log scale, left) and the learned slope w (right)."""
+    """Two panels: the loss after each step (log scale, left) and the learned slope w (right).
+
+    The variants share one legend below the panels, where it never hides a curve.
+    """
     if axes is None:
-        fig, axes = new_figure(ncols=2)
+        fig, axes = new_figure(ncols=2, height=4.0)
     else:
         fig = axes[0].figure
     loss_ax, slope_ax = axes
@@ -127,13 +130,14 @@ def plot_training(data: TrainingData, axes=None):
     loss_ax.set_title(f"Training loss (lr = {data.lr:.3g})")
     loss_ax.set_xlabel("optimizer steps")
     loss_ax.set_ylabel("mean squared error (log scale)")
-    loss_ax.legend(loc="best", fontsize="small")
-    slope_ax.axhline(data.true_slope, color=PALETTE["black"], linewidth=0.8,
-                     label=f"true slope {data.true_slope:g}")
+    target = slope_ax.axhline(data.true_slope, color=PALETTE["black"], linewidth=0.8,
+                              label=f"true slope {data.true_slope:g}")
     slope_ax.set_title("Learned slope w")
     slope_ax.set_xlabel("optimizer steps")
     slope_ax.set_ylabel("w after the step")
-    slope_ax.legend(loc="best", fontsize="small")
+    handles, labels = loss_ax.get_legend_handles_labels()
+    fig.legend(handles + [target], labels + [target.get_label()], loc="outside lower center",
+               ncols=len(handles) + 1, fontsize="small", frameon=False)
     return fig
 
 
