@@ -21,6 +21,17 @@ c.Execute.shutdown_kernel = "immediate"
 # No kernel history file, and no per-kernel start-up warnings flooding the grading log.
 c.Execute.extra_arguments = ["--HistoryManager.hist_file=:memory:", "--IPKernelApp.log_level=ERROR"]
 
+# nbgrader's autograde steps, with its Execute swapped for one that notices a dead kernel at once.
+c.Autograde.autograde_preprocessors = [
+    "course.execute.GradingExecute",
+    "nbgrader.preprocessors.IgnorePattern",
+    "nbconvert.preprocessors.ClearMetadataPreprocessor",
+    "nbgrader.preprocessors.LimitOutput",
+    "nbgrader.preprocessors.SaveAutoGrades",
+    "nbgrader.preprocessors.AssignLatePenalties",
+    "nbgrader.preprocessors.CheckCellMetadata",
+]
+
 # A test cell the student deleted is put back from the source and graded.
 c.OverwriteCells.add_missing_cells = True
 

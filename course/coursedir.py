@@ -83,7 +83,8 @@ class Course:
         if replay_from is not None:
             from .replay import replay_preprocessors
 
-            config.Autograde.autograde_preprocessors = replay_preprocessors()
+            configured = config.Autograde.get("autograde_preprocessors")
+            config.Autograde.autograde_preprocessors = replay_preprocessors(configured)
             config.ReplayOutputs.workdir = str(replay_from)
         coursedir = CourseDirectory(config=config)
         return NbGraderAPI(coursedir=coursedir, config=config)

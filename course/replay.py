@@ -13,6 +13,7 @@ import nbformat
 from nbgrader.converters import Autograde
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Unicode
+from traitlets.utils.importstring import import_item
 
 
 def executed_notebook(workdir: Path, assignment: str, student: str, notebook: str) -> Path:
@@ -44,7 +45,9 @@ class ReplayOutputs(NbGraderPreprocessor):
         return nb, resources
 
 
-def replay_preprocessors() -> list:
-    """nbgrader's autograde preprocessors with Execute swapped for ReplayOutputs."""
-    return [ReplayOutputs if pp is Execute else pp
-            for pp in Autograde.class_traits()["autograde_preprocessors"].default()]
+def replay_preprocessors(configured: list | None = None) -> list:
+    """The autograde preprocessors (as configured, else nbgrader's), with every executing one
+    swapped for ReplayOutputs."""
+    steps = configured or Autograde.class_traits()["autograde_preprocessors"].default()
+    classes = [import_item(pp) if isinstance(pp, str) else pp for pp in steps]
+    return [ReplayOutputs if issubclass(pp, Execute) else pp for pp in classes]

@@ -1,0 +1,105 @@
+"""`python -m course grade --workers 2` leaves the same grades, autograded notebooks and feedback as
+stock sequential `nbgrader autograde` + `generate_feedback`, on a class with failing, timed-out and
+crashing submissions."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from course import grading
+from course.coursedir import Course
+from course.submission import build_submission, reference_answers, write_submission
+
+from conftest import copy_course
+
+ASSIGNMENT = "01_requires_grad"
+EXERCISE = "make_trainable"
+# What each student writes in the make_trainable cell (the rest is the release stub).
+CLASS = {
+    "reference": None,
+    "stub": "",
+    "wrong": "def make_trainable(values):\n    return torch.as_tensor(values)",
+    "loops": "def make_trainable(values):\n    while True:\n        pass",  # interrupted by the cell timeout
+    "exits": "import os\nos._exit(3)",  # the kernel dies
+    "stubborn": (  # ignores the interrupt: the kernel must be killed
+        "import time\nwhile True:\n    try:\n        time.sleep(0.1)\n"
+        "    except KeyboardInterrupt:\n        pass"),
+}
+
+
+def _env():
+    return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+
+
+@pytest.fixture(scope="module")
+def two_courses(tmp_path_factory):
+    base = copy_course(tmp_path_factory.mktemp("parallel") / "stock", with_release=True)
+    with (base.root / "nbgrader_config.py").open("a") as config:
+        config.write("\nc.Execute.timeout = 20\n")
+    refs = reference_answers(base, ASSIGNMENT)
+    for student, code in CLASS.items():
+        answers = refs if code is None else {EXERCISE: code}
+        write_submission(base, student, ASSIGNMENT, build_submission(base, ASSIGNMENT, answers))
+    ours = Course.at(shutil.copytree(base.root, base.root.parent / "ours"))
+    for command in (["autograde", ASSIGNMENT], ["generate_feedback", ASSIGNMENT]):
+        subprocess.run([sys.executable, "-m", "nbgrader", *command], cwd=base.root, env=_env(),
+                       capture_output=True, text=True, timeout=900)
+    outcomes = grading.grade(ours, [ASSIGNMENT], workers=2)
+    return base, ours, {o.student: o for o in outcomes}
+
+
+def _cell_scores(course: Course) -> dict[str, dict[str, float | None]]:
+    scores = {}
+    with course.api().gradebook as gb:
+        for submission in gb.assignment_submissions(ASSIGNMENT):
+            scores[submission.student.id] = {g.name: g.auto_score for nb in submission.notebooks
+                                             for g in nb.grades}
+    return scores
+
+
+def _outputs(path: Path) -> list:
+    nb = nbformat.read(path, as_version=4)
+    return [(c.source, [(o.output_type, o.get("ename"), o.get("text"), o.get("data", {}).get("text/plain"))
+                        for o in c.get("outputs", [])]) for c in nb.cells]
+
+
+def test_statuses_name_what_happened(two_courses):
+    _, _, outcomes = two_courses
+    assert outcomes["reference"].score == outcomes["reference"].max_score
+    for student in ("stub", "wrong", "loops"):
+        assert outcomes[student].status == grading.GRADED
+        assert outcomes[student].score < outcomes[student].max_score
+    assert outcomes["exits"].status == grading.FAILED and "kernel died" in outcomes["exits"].detail
+    assert outcomes["stubborn"].status == grading.FAILED and "timeout" in outcomes["stubborn"].detail
+
+
+def test_same_grades_as_stock_nbgrader(two_courses):
+    stock, ours, outcomes = two_courses
+    stock_scores, our_scores = _cell_scores(stock), _cell_scores(ours)
+    graded = sorted(s for s, o in outcomes.items() if o.status == grading.GRADED)
+    assert graded == ["loops", "reference", "stub", "wrong"]
+    for student in graded:
+        assert our_scores[student] == stock_scores[student], student
+    for student in ("exits", "stubborn"):
+        # Stock nbgrader fails these too; it leaves an ungraded submission (a 0 in its export),
+        # we leave none and report the failure instead.
+        assert not (stock.root / "autograded" / student / ASSIGNMENT).exists()
+        assert all(v is None for v in stock_scores.get(student, {}).values())
+        assert student not in our_scores
+
+
+def test_same_autograded_notebooks_and_feedback(two_courses):
+    stock, ours, outcomes = two_courses
+    for student in ("loops", "reference", "stub", "wrong"):
+        rel = Path(student) / ASSIGNMENT
+        assert _outputs(ours.root / "autograded" / rel / f"{ASSIGNMENT}.ipynb") == \
+            _outputs(stock.root / "autograded" / rel / f"{ASSIGNMENT}.ipynb"), student
+        stock_page = (stock.root / "feedback" / rel / f"{ASSIGNMENT}.html").read_text()
+        our_page = (ours.root / "feedback" / rel / f"{ASSIGNMENT}.html").read_text()
+        assert our_page == stock_page, student
