@@ -91,6 +91,15 @@ def test_expect_raises_needs_the_right_exception_and_text():
         expect_raises(KeyError, lambda: int("x"), "should raise")
 
 
+def test_expect_raises_never_accepts_a_stub():
+    def stub():
+        raise NotImplementedError()
+
+    with pytest.raises(NotImplementedError):  # NotImplementedError is a RuntimeError subclass
+        expect_raises(RuntimeError, stub, "should raise")
+    assert isinstance(expect_raises(NotImplementedError, stub, "x"), NotImplementedError)
+
+
 def test_seeded_generators_repeat():
     a = torch.randn(3, generator=seeded(7))
     b = torch.randn(3, generator=seeded(7))
