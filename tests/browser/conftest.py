@@ -100,7 +100,7 @@ def _free_port() -> int:
 
 
 def _make_home(home: Path) -> dict[str, str]:
-    """A fresh HOME whose Lab settings turn off the news pop-up, and the environment pointing at it."""
+    """A fresh HOME with the Lab settings the tests need, and the environment pointing at it."""
     user_settings = home / ".jupyter" / "lab" / "user-settings" / "@jupyterlab"
     for plugin, name, values in LAB_SETTINGS:
         (user_settings / plugin).mkdir(parents=True, exist_ok=True)

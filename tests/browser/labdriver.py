@@ -97,7 +97,7 @@ def status_text(page) -> str:
 
 
 def kernel_idle(page) -> bool:
-    """The status bar's kernel state: Idle, and not still connecting (the toolbar says idle early)."""
+    """The status bar's kernel state: Idle and connected (the toolbar says idle too early)."""
     text = status_text(page)
     return "Idle" in text and not any(
         word in text for word in ("Connecting", "Initializing", "Starting", "Busy", "No Kernel"))
@@ -105,8 +105,8 @@ def kernel_idle(page) -> bool:
 
 def wait_for_kernel_idle(page, what: str, timeout_s: float = KERNEL_IDLE_TIMEOUT_S) -> None:
     poll(lambda: kernel_idle(page), timeout_s, stable=3,
-         describe=lambda _: f"{what}: the kernel was not idle and connected within {timeout_s:.0f} s;"
-                            f" status bar says {status_text(page)!r}")
+         describe=lambda _: f"{what}: the kernel was not idle and connected within "
+                            f"{timeout_s:.0f} s; status bar says {status_text(page)!r}")
 
 
 def open_menu(page, label: str):
@@ -151,9 +151,13 @@ def open_notebook(page, url: str, what: str, cell_count: int) -> list[dict[str, 
         state = page.evaluate(CELLS_JS)
         return state["cells"] if "cells" in state and len(state["cells"]) == cell_count else None
 
-    return poll(loaded, LAB_LOAD_TIMEOUT_S,
-                describe=lambda _: f"{what}: the notebook did not open with its {cell_count} cells "
-                                   f"within {LAB_LOAD_TIMEOUT_S} s ({page.evaluate(CELLS_JS)!r:.300})")
+    def describe(_):
+        state = page.evaluate(CELLS_JS)
+        seen = state.get("problem") or f"{len(state['cells'])} cells on the page"
+        return (f"{what}: the notebook did not open with its {cell_count} cells within "
+                f"{LAB_LOAD_TIMEOUT_S} s ({seen})")
+
+    return poll(loaded, LAB_LOAD_TIMEOUT_S, describe)
 
 
 def run_all(page, what: str) -> None:

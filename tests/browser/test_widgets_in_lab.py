@@ -1,9 +1,9 @@
 """Every course widget of every release notebook, run and moved in real JupyterLab.
 
 For each notebook: open it, wait for a connected idle kernel, Run All from the Run menu, wait for
-the run to end, check no cell failed (except the first exercise, which a student has not answered
-yet), then move every control of every course widget and check that its readout text and its plot
-both change. Screenshots go to test-artifacts/screenshots/.
+the run to end, check no cell failed (except at the first exercise, which a student has not
+answered yet: Run All stops there), then move every control of every course widget and check
+that its readout text and its plot both change. Screenshots go to test-artifacts/screenshots/.
 """
 from __future__ import annotations
 
@@ -50,10 +50,12 @@ def widget_titles() -> dict[str, str]:
             if not (isinstance(function, ast.FunctionDef) and function.name.startswith("show_")):
                 continue
             for node in ast.walk(function):
-                if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "interactive_plot":
-                    args = list(node.args[2:3]) + [k.value for k in node.keywords if k.arg == "title"]
-                    if args and isinstance(args[0], ast.Constant) and isinstance(args[0].value, str):
-                        titles[function.name] = args[0].value
+                if not (isinstance(node, ast.Call)
+                        and getattr(node.func, "id", None) == "interactive_plot"):
+                    continue
+                title = node.args[2:3] + [k.value for k in node.keywords if k.arg == "title"]
+                if title and isinstance(title[0], ast.Constant) and isinstance(title[0].value, str):
+                    titles[function.name] = title[0].value
     return titles
 
 
@@ -85,25 +87,29 @@ def expected_widgets(notebook: Path, titles: dict[str, str]) -> dict[str, str]:
 def check_errors(cells: list[dict], nb_cells: list[dict], what: str) -> None:
     """No cell failed, except that a release notebook stops at its first unanswered exercise.
 
-    An unanswered exercise raises NotImplementedError (from the answer cell or the test cell that
-    calls it); the kernel then drops the rest of Run All. Everything before it must have run.
+    The exercises are unanswered in a release notebook, so the first answer or test cell (nbgrader
+    solution or grade cell) to run fails, and the kernel drops the rest of Run All. Any error in
+    another cell fails the test, and every code cell before the stop must have run.
     """
     failed = [cell for cell in cells if cell["errors"]]
     problems = []
-    for cell in failed:
+    for position, cell in enumerate(failed):
         grading = nb_cells[cell["index"]].get("metadata", {}).get("nbgrader", {})
         exercise = grading.get("solution") or grading.get("grade")
-        for error in cell["errors"]:
-            if not (exercise and error["ename"] == "NotImplementedError"):
-                problems.append(f"cell {cell['index']} ({grading.get('grade_id', 'no grade_id')}):"
-                                f" {error['ename']}: {error['evalue']}")
+        if position == 0 and exercise:
+            continue
+        problems.extend(
+            f"cell {cell['index']} ({grading.get('grade_id', 'not an nbgrader cell')}"
+            f"{', an exercise cell' if exercise else ''}): {error['ename']}: {error['evalue']}"
+            for error in cell["errors"])
     if problems:
         fail(f"{what}: cells failed after Run All:\n  " + "\n  ".join(problems))
     stop = failed[0]["index"] if failed else len(cells)
-    unrun = [cell["index"] for cell in cells[:stop] if cell["type"] == "code"
-             and cell["executionCount"] is None and "".join(nb_cells[cell["index"]]["source"]).strip()]
+    unrun = [cell["index"] for cell in cells[:stop]
+             if cell["type"] == "code" and cell["executionCount"] is None
+             and "".join(nb_cells[cell["index"]]["source"]).strip()]
     if unrun:
-        fail(f"{what}: Run All finished but these code cells never ran: {unrun}")
+        fail(f"{what}: Run All finished but these code cells before cell {stop} never ran: {unrun}")
 
 
 # The course widgets on the page: each `.course-readout`'s VBox, numbered in page order.
@@ -256,6 +262,8 @@ def test_widgets_in_lab(page, lab, screenshots, notebook):
     name, what = notebook.stem, relative
     nb_cells = json.loads((lab.root / relative).read_text())["cells"]
     expected = expected_widgets(notebook, TITLES)
+    for stale in screenshots.glob(f"{name}-*.png"):  # the pictures of this run only
+        stale.unlink()
     try:
         open_notebook(page, lab.page_url(relative), what, len(nb_cells))
         wait_for_kernel_idle(page, what)
