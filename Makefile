@@ -24,8 +24,9 @@ test: install  ## the whole test suite, browser tests included
 release: install  ## regenerate release/ from source/
 	$(PY) -m course release
 
-lab: install  ## JupyterLab on the first student notebook
-	$(VENV)/bin/jupyter lab release/01_requires_grad/01_requires_grad.ipynb
+lab: install  ## JupyterLab on the first student notebook (formgrader in the Nbgrader menu)
+	mkdir -p exchange
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/jupyter lab release/01_requires_grad/01_requires_grad.ipynb
 
 clean:
 	rm -rf .demo test-artifacts .pytest_cache

@@ -6,7 +6,7 @@ import os
 import sys
 from pathlib import Path
 
-from . import demo, grading, release
+from . import demo, grading, release, report
 from .coursedir import Course, CourseError
 from .progress import Progress
 
@@ -51,7 +51,9 @@ def main(argv: list[str] | None = None) -> int:
                 bar[0].close()
             csv_path = grading.write_csv(outcomes, args.csv or course.root / "grades.csv")
             print(grading.format_table(outcomes))
+            report_path = report.write_report(course, outcomes, csv_path.with_name("report.html"))
             print(f"\nGrades (CSV): {csv_path}")
+            print(f"Report (HTML): {report_path}")
             print(f"Feedback (HTML): {course.root / 'feedback'}")
         elif args.command == "demo":
             demo.run_demo(course, args.scratch or course.root / ".demo")

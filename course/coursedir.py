@@ -80,6 +80,8 @@ class Course:
         warnings.filterwarnings("ignore", category=SAWarning)
         config = PyFileConfigLoader(CONFIG_FILE, path=str(self.root)).load_config()
         config.CourseDirectory.root = str(self.root)
+        # nbgrader only warns when the course-local exchange is missing; make it, as release would.
+        Path(config.Exchange.get("root", self.root / "exchange")).mkdir(parents=True, exist_ok=True)
         if replay_from is not None:
             from .replay import replay_preprocessors
 

@@ -1,10 +1,11 @@
 """The main job: release, autograde, feedback and export for a fictional class, in a scratch copy."""
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
-from . import grading, release
+from . import grading, release, report
 from .coursedir import CONFIG_FILE, Course
 from .submission import answer_names, answer_file, build_submission, reference_answers, write_submission
 
@@ -68,11 +69,13 @@ def run_demo(repo: Course, scratch: Path, log=print) -> list[grading.Outcome]:
         log(f"  {student:5} {what}")
         for assignment in assignments:
             hand_in(course, student, assignment)
-    outcomes = grading.grade(course, assignments, students=DEMO_CLASS)
+    outcomes = grading.grade(course, assignments, students=DEMO_CLASS, workers=os.cpu_count() or 1)
     csv_path = grading.write_csv(outcomes, course.root / "grades.csv")
+    report_path = report.write_report(course, outcomes, course.root / "report.html")
     log("")
     log(grading.format_table(outcomes))
     log("")
     log(f"Grades (CSV): {csv_path}")
+    log(f"Report (HTML): {report_path}")
     log(f"Feedback (HTML): {course.root / 'feedback'}/<student>/<assignment>/<notebook>.html")
     return outcomes

@@ -49,7 +49,7 @@ def graded(tmp_path_factory):
             for student, answers in plans.items():
                 nb = build_submission(course, assignment, answers)
                 write_submission(course, student, assignment, nb)
-            graded = grading.grade(course, [assignment], students=plans)
+            graded = grading.grade(course, [assignment], students=plans, workers=2)
             cache[assignment] = {o.student: o for o in graded}
         return cache[assignment]
 

@@ -58,6 +58,17 @@ def test_table_csv_and_feedback_are_where_the_demo_says(demo_run):
         assert feedback.is_file() == (outcome.status == grading.GRADED), (student, assignment)
 
 
+def test_report_shows_statuses_failures_and_common_messages(demo_run):
+    scratch, outcomes, printed = demo_run
+    page = (scratch / "report.html").read_text()
+    assert f"Report (HTML): {scratch / 'report.html'}" in printed
+    assert "01_requires_grad / eva: failed, invalid notebook" in page
+    # dan handed in stubs: every test of his failed with the stub hint, so it is among the top.
+    assert "NotImplementedError: this exercise still raises NotImplementedError" in page
+    for assignment in CONTRACT:
+        assert f"<h2>{assignment}</h2>" in page and f"mean score per test of {assignment}" in page
+
+
 def _hidden_lines(assignment: str) -> list[str]:
     text = (REPO / "source" / assignment / f"{assignment}.ipynb").read_text()
     import json

@@ -1,0 +1,115 @@
+"""Benchmark: stock sequential nbgrader against `python -m course grade --workers N`.
+
+Builds a synthetic class from the real four assignments (correct, wrong, empty and broken
+submissions), grades the same class both ways in one run, checks that the grades are identical
+and prints the times and the throughput ratio (median of --repeat runs). A benchmark, not a test:
+run it on demand on a quiet machine.
+
+    .venv/bin/python benchmarks/grading.py --students 20 --workers 2 --repeat 3
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from course import grading, release  # noqa: E402
+from course.coursedir import CONFIG_FILE, Course  # noqa: E402
+from course.submission import (  # noqa: E402
+    answer_file, answer_names, build_submission, reference_answers, write_submission)
+
+KINDS = ["correct", "correct", "wrong", "wrong", "empty", "broken"]  # cycled over the class
+
+
+def build_class(root: Path, students: int) -> Course:
+    """A released scratch course with ``students`` submissions for every assignment."""
+    root.mkdir(parents=True)
+    shutil.copy2(REPO / CONFIG_FILE, root / CONFIG_FILE)
+    for folder in ("source", "fixtures"):
+        shutil.copytree(REPO / folder, root / folder)
+    course = Course.at(root)
+    release.release(course, [])
+    for assignment in course.assignments:
+        refs = reference_answers(course, assignment)
+        wrong = {e: answer_file(course, assignment, e, n) for e in refs
+                 for n in answer_names(course, assignment, e)[:1] if n.startswith("wrong_")}
+        for i in range(students):
+            kind = KINDS[i % len(KINDS)]
+            answers = {"correct": refs, "wrong": {**refs, **wrong}}.get(kind, {})
+            path = write_submission(course, f"s{i:03d}", assignment,
+                                    build_submission(course, assignment, answers))
+            if kind == "broken":
+                path.write_text(path.read_text()[:500])
+    return course
+
+
+def cell_scores(course: Course) -> dict:
+    scores = {}
+    with course.api().gradebook as gb:
+        for assignment in course.assignments:
+            for sub in gb.assignment_submissions(assignment):
+                for nb in sub.notebooks:
+                    for g in nb.grades:
+                        scores[(assignment, sub.student.id, g.name)] = g.auto_score
+    return scores
+
+
+def run_stock(course: Course) -> float:
+    """Stock nbgrader: autograde then generate_feedback, one assignment after another."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    start = time.perf_counter()
+    for assignment in course.assignments:
+        for command in ("autograde", "generate_feedback"):
+            subprocess.run([sys.executable, "-m", "nbgrader", command, assignment],
+                           cwd=course.root, env=env, capture_output=True, check=False)
+    return time.perf_counter() - start
+
+
+def run_ours(course: Course, workers: int) -> float:
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "course", "grade", *course.assignments,
+                    "--workers", str(workers)], cwd=course.root, capture_output=True, check=True)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--students", type=int, default=20)
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+
+    stock_times, our_times = [], []
+    for run in range(args.repeat):
+        with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+            base = build_class(Path(tmp) / "stock", args.students)
+            ours = Course.at(shutil.copytree(base.root, Path(tmp) / "ours"))
+            stock_times.append(run_stock(base))
+            our_times.append(run_ours(ours, args.workers))
+            stock, mine = cell_scores(base), cell_scores(ours)
+            # Stock keeps an ungraded row for a submission it failed on; we keep none.
+            graded = {k: v for k, v in stock.items() if v is not None}
+            assert graded == {k: mine.get(k) for k in graded}, "the grades differ"
+            assert set(mine) <= set(stock), "we graded something stock nbgrader did not"
+        notebooks = args.students * len(base.assignments)
+        print(f"run {run + 1}: {notebooks} notebooks; stock {stock_times[-1]:.1f} s, "
+              f"ours ({args.workers} workers) {our_times[-1]:.1f} s; grades identical")
+
+    stock, mine = statistics.median(stock_times), statistics.median(our_times)
+    print(f"\nmedian over {args.repeat} runs, {notebooks} notebooks:")
+    print(f"  stock nbgrader (sequential): {stock:7.1f} s  {stock / notebooks:5.2f} s/notebook")
+    print(f"  course grade --workers {args.workers}:  {mine:7.1f} s  {mine / notebooks:5.2f} s/notebook")
+    print(f"  throughput ratio: {stock / mine:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
