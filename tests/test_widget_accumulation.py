@@ -129,3 +129,17 @@ def test_moving_the_slider_redraws_the_readout(w, monkeypatch):
     slider.value = 1
     assert "after 1 call:" in readout_html.value
     assert w.grad is None
+
+
+def test_a_loss_that_ignores_w_is_a_clear_error():
+    w = torch.ones(2, requires_grad=True)
+    with pytest.raises(ValueError, match="does not depend on w"):
+        accumulation_data(w, lambda t: torch.tensor(1.0, requires_grad=True), 2)
+
+
+def test_a_large_w_draws_at_most_six_lines_and_says_so():
+    w = torch.arange(10.0, requires_grad=True)
+    fig = plot_accumulation(accumulation_data(w, lambda t: (t * t).sum(), 2))
+    for ax in fig.axes:
+        assert len(ax.get_lines()) == 6 + 1  # six entries and the zero line
+        assert "(first 6 of 10 entries)" in ax.get_title()

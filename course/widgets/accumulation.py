@@ -9,6 +9,9 @@ import torch
 from .base import PALETTE, interactive_plot, new_figure
 
 
+MAX_LINES = 6  # more entries than this make an unreadable plot; the readout still lists them all
+
+
 @dataclass(frozen=True)
 class AccumulationData:
     """``.grad`` (flattened) after each of ``calls`` backward() calls, without and with zeroing."""
@@ -38,6 +41,8 @@ def accumulation_data(
             if clear:
                 leaf.grad = None
             loss_fn(leaf).backward()
+            if leaf.grad is None:
+                raise ValueError("loss_fn(w) does not depend on w: backward() gave it no gradient")
             history.append(leaf.grad.detach().flatten().tolist())
         return history
 
@@ -51,16 +56,18 @@ def plot_accumulation(data: AccumulationData, axes=None):
     else:
         fig = axes[0].figure
     colours = list(PALETTE.values())
+    shown = min(len(data.accumulated[0]), MAX_LINES)
     panels = [
         (axes[0], data.accumulated, "Without zeroing: .grad accumulates", "-o"),
         (axes[1], data.zeroed, "Zeroed before each call: .grad stays g", "-s"),
     ]
     top = max(max(abs(v) for v in row) for row in data.accumulated) or 1.0
     for ax, history, title, style in panels:
-        for i in range(len(history[0])):
+        for i in range(shown):
             ax.plot(data.calls, [row[i] for row in history], style, color=colours[i % len(colours)],
                     label=f"w.grad[{i}]")
-        ax.set_title(title)
+        ax.set_title(title if shown == len(history[0])
+                     else f"{title}\n(first {shown} of {len(history[0])} entries)")
         ax.set_xlabel("number of backward() calls")
         ax.set_ylabel("value of w.grad")
         ax.set_xticks(data.calls)
