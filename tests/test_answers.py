@@ -10,7 +10,7 @@ import pytest
 from course import grading
 from course.submission import answer_file, answer_names, build_submission, reference_answers, write_submission
 
-from conftest import CONTRACT, REPO, copy_course
+from course_testing import CONTRACT, REPO, copy_course
 from course.coursedir import Course
 
 CASES = [

@@ -9,7 +9,7 @@ import pytest
 
 from course.submission import build_submission, reference_answers, write_submission
 
-from conftest import copy_course
+from course_testing import copy_course
 
 ASSIGNMENT = "01_requires_grad"
 

@@ -6,7 +6,7 @@ import ast
 import nbformat
 import pytest
 
-from conftest import CONTRACT, REPO
+from course_testing import CONTRACT, REPO
 
 CASES = [(a, e) for a, exercises in CONTRACT.items() for e in exercises]
 

@@ -11,7 +11,7 @@ import pytest
 from course import demo, grading
 from course.coursedir import Course
 
-from conftest import CONTRACT, REPO
+from course_testing import CONTRACT, REPO
 
 LAST = list(CONTRACT)[1:]
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from conftest import REPO
+from course_testing import REPO
 
 # conda-forge names for the packages whose PyPI name differs.
 CONDA_NAME = {"torch": "pytorch-cpu"}

@@ -10,7 +10,7 @@ import nbformat
 
 from course.submission import build_submission, reference_answers
 
-from conftest import copy_course
+from course_testing import copy_course
 
 ASSIGNMENT = "01_requires_grad"
 

@@ -17,7 +17,7 @@ from course import grading
 from course.coursedir import Course
 from course.submission import build_submission, reference_answers, write_submission
 
-from conftest import copy_course
+from course_testing import copy_course
 
 ASSIGNMENT = "01_requires_grad"
 EXERCISE = "make_trainable"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CONTRACT, REPO
+from course_testing import CONTRACT, REPO
 
 ASSIGNMENTS = list(CONTRACT)
 NBGRADER = [sys.executable, "-m", "nbgrader"]
