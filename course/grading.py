@@ -4,6 +4,7 @@ from __future__ import annotations
 import csv
 import json
 import multiprocessing
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
@@ -21,8 +22,7 @@ GRADED, PARTIAL, FAILED, MISSING = "graded", "partial", "failed", "missing"
 # What nbgrader's log says when a notebook could not be graded, and how we name it for instructors.
 FAILURE_REASONS: list[tuple[str, str]] = [
     ("UnresponsiveKernelError", "timeout: the kernel did not answer and could not be interrupted"),
-    ("CellTimeoutError", "timeout: a cell ran past the time limit"),
-    ("TimeoutError", "timeout: a cell ran past the time limit"),
+    ("TimeoutError", "timeout: a cell ran past the time limit"),  # also CellTimeoutError
     ("DeadKernelError", "kernel died (crash, os._exit or out of memory)"),
     ("Kernel died", "kernel died (crash, os._exit or out of memory)"),
     ("MemoryError", "out of memory"),
@@ -57,8 +57,10 @@ def classify_failure(log: str) -> str:
     for needle, reason in FAILURE_REASONS:
         if needle in log:
             return reason
-    lines = [line.strip() for line in log.strip().splitlines() if line.strip()]
-    return f"error: {lines[-1][:200]}" if lines else "error: nbgrader gave no reason"
+    # Otherwise the last exception named in the log, skipping nbgrader's own "see above" one.
+    errors = [m[0] for m in re.finditer(r"^\s*([\w.]+(?:Error|Exception): .+)$", log, re.M)
+              if "NbGraderException" not in m[0]]
+    return f"error: {errors[-1].strip()[:200]}" if errors else "error: nbgrader gave no reason"
 
 
 def check_submission_files(course: Course, assignment: str, student: str) -> str | None:
