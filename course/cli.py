@@ -49,12 +49,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             if bar:
                 bar[0].close()
-            csv_path = grading.write_csv(outcomes, args.csv or course.root / "grades.csv")
-            print(grading.format_table(outcomes))
-            report_path = report.write_report(course, outcomes, csv_path.with_name("report.html"))
-            print(f"\nGrades (CSV): {csv_path}")
-            print(f"Report (HTML): {report_path}")
-            print(f"Feedback (HTML): {course.root / 'feedback'}")
+            report.publish(course, outcomes, args.csv or course.root / "grades.csv")
         elif args.command == "demo":
             demo.run_demo(course, args.scratch or course.root / ".demo")
     except CourseError as error:

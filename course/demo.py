@@ -70,12 +70,6 @@ def run_demo(repo: Course, scratch: Path, log=print) -> list[grading.Outcome]:
         for assignment in assignments:
             hand_in(course, student, assignment)
     outcomes = grading.grade(course, assignments, students=DEMO_CLASS, workers=os.cpu_count() or 1)
-    csv_path = grading.write_csv(outcomes, course.root / "grades.csv")
-    report_path = report.write_report(course, outcomes, course.root / "report.html")
     log("")
-    log(grading.format_table(outcomes))
-    log("")
-    log(f"Grades (CSV): {csv_path}")
-    log(f"Report (HTML): {report_path}")
-    log(f"Feedback (HTML): {course.root / 'feedback'}/<student>/<assignment>/<notebook>.html")
+    report.publish(course, outcomes, course.root / "grades.csv", log)
     return outcomes

@@ -18,7 +18,7 @@ import nbformat  # noqa: E402
 
 from .coursedir import Course  # noqa: E402
 from .feedback import short_error  # noqa: E402
-from .grading import Outcome  # noqa: E402
+from .grading import Outcome, format_table, write_csv  # noqa: E402
 from .widgets.base import PALETTE  # noqa: E402
 
 TOP_MESSAGES = 5
@@ -119,3 +119,14 @@ def write_report(course: Course, outcomes: list[Outcome], path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(parts), encoding="utf-8")
     return path
+
+
+def publish(course: Course, outcomes: list[Outcome], csv_path: Path, log=print) -> None:
+    """Write the grade CSV and the report beside it, and print the table and where things are."""
+    write_csv(outcomes, csv_path)
+    report_path = write_report(course, outcomes, csv_path.with_name("report.html"))
+    log(format_table(outcomes))
+    log("")
+    log(f"Grades (CSV): {csv_path}")
+    log(f"Report (HTML): {report_path}")
+    log(f"Feedback (HTML): {course.root / 'feedback'}/<student>/<assignment>/<notebook>.html")
