@@ -34,13 +34,14 @@ class JobResult:
     feedback: Path | None  # <scratch>/feedback/<student>/<assignment>
 
 
-def scratch_dir(job: Job) -> Path:
-    return job.workdir / f"{job.assignment}--{job.student}"
+def scratch_dir(workdir: Path, assignment: str, student: str) -> Path:
+    """The private course in which one submission is graded."""
+    return Path(workdir) / f"{assignment}--{student}"
 
 
 def prepare(job: Job) -> Course:
     """Lay out the job's scratch course: config, source, gradebook snapshot, the submission."""
-    scratch = scratch_dir(job)
+    scratch = scratch_dir(job.workdir, job.assignment, job.student)
     if scratch.exists():
         shutil.rmtree(scratch)
     (scratch / "source").mkdir(parents=True)

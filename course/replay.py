@@ -15,10 +15,12 @@ from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Unicode
 from traitlets.utils.importstring import import_item
 
+from .jobs import scratch_dir
+
 
 def executed_notebook(workdir: Path, assignment: str, student: str, notebook: str) -> Path:
     """Where a job (see `course.jobs`) leaves the executed copy of one notebook."""
-    return (Path(workdir) / f"{assignment}--{student}" / "autograded" / student / assignment
+    return (scratch_dir(workdir, assignment, student) / "autograded" / student / assignment
             / f"{notebook}.ipynb")
 
 
