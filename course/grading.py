@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
+from nbgrader.api import MissingEntry
 
 from .coursedir import Course
 from .jobs import Job, JobResult, run_job
@@ -104,11 +105,9 @@ def _scores(api, assignment: str, student: str) -> Outcome:
                 if grade.auto_score is None and grade.manual_score is None:
                     ungraded.append(grade.name)
         score, max_score = submission.code_score, submission.max_code_score
-    if ungraded:
-        return Outcome(assignment, student, PARTIAL, f"not graded: {', '.join(ungraded)}",
-                       score, max_score, needs_manual, cell_scores, cell_max)
-    return Outcome(assignment, student, GRADED, "", score, max_score, needs_manual, cell_scores,
-                   cell_max)
+    status, detail = (PARTIAL, f"not graded: {', '.join(ungraded)}") if ungraded else (GRADED, "")
+    return Outcome(assignment, student, status, detail, score, max_score, needs_manual,
+                   cell_scores, cell_max)
 
 
 def _record(course: Course, replay_api, api, result: JobResult) -> Outcome:
@@ -142,7 +141,7 @@ def _forget_submission(api, assignment: str, student: str) -> None:
         gb.update_or_create_student(student)
         try:
             gb.remove_submission(assignment, student)
-        except Exception:  # MissingEntry: nothing was graded before
+        except MissingEntry:  # nothing was graded before
             pass
 
 

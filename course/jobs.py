@@ -2,9 +2,9 @@
 
 A job gets the course's config, one assignment's source, a snapshot of the gradebook and one
 student's submission, and runs nbgrader's own autograde and feedback on them in a private scratch
-course. It returns the executed notebooks and feedback pages. The caller then records the grades
-in the one real gradebook by replaying the executed outputs through nbgrader (`course.replay`), so
-the gradebook is only ever written from one process.
+course. It leaves the executed notebooks there and returns where the feedback pages are. The
+caller then records the grades in the one real gradebook by replaying the executed outputs
+through nbgrader (`course.replay`), so the gradebook is only ever written from one process.
 """
 from __future__ import annotations
 
@@ -30,8 +30,7 @@ class JobResult:
     student: str
     ok: bool
     log: str  # nbgrader's log and traceback, for the failure reason
-    autograded: Path | None  # <scratch>/autograded/<student>/<assignment>
-    feedback: Path | None  # <scratch>/feedback/<student>/<assignment>
+    feedback: Path | None  # <scratch>/feedback/<student>/<assignment>, None if not written
 
 
 def scratch_dir(workdir: Path, assignment: str, student: str) -> Path:
@@ -47,10 +46,11 @@ def prepare(job: Job) -> Course:
     (scratch / "source").mkdir(parents=True)
     shutil.copy2(job.course_root / CONFIG_FILE, scratch / CONFIG_FILE)
     shutil.copytree(job.course_root / "source" / job.assignment, scratch / "source" / job.assignment)
-    shutil.copy2(job.gradebook, scratch / "gradebook.db")
+    course = Course.at(scratch)
+    shutil.copy2(job.gradebook, course.gradebook)
     shutil.copytree(job.course_root / "submitted" / job.student / job.assignment,
                     scratch / "submitted" / job.student / job.assignment)
-    return Course.at(scratch)
+    return course
 
 
 def run_job(job: Job) -> JobResult:
@@ -60,8 +60,7 @@ def run_job(job: Job) -> JobResult:
     result = api.autograde(job.assignment, job.student, force=True, create=True)
     log = f"{result.get('log', '')}\n{result.get('error') or ''}"
     if not result["success"]:
-        return JobResult(job.assignment, job.student, False, log, None, None)
+        return JobResult(job.assignment, job.student, False, log, None)
     feedback = api.generate_feedback(job.assignment, job.student, force=True)
-    where = lambda kind: course.root / kind / job.student / job.assignment  # noqa: E731
-    return JobResult(job.assignment, job.student, True, log, where("autograded"),
-                     where("feedback") if feedback["success"] else None)
+    pages = course.root / "feedback" / job.student / job.assignment
+    return JobResult(job.assignment, job.student, True, log, pages if feedback["success"] else None)
