@@ -64,11 +64,12 @@ class Course:
             return []
         return sorted(p.name for p in base.iterdir() if (p / assignment).is_dir())
 
-    def api(self, replay_from: Path | None = None):
+    def api(self, replay_from: Path | None = None, **execute):
         """An ``NbGraderAPI`` configured from this course's nbgrader_config.py.
 
         With ``replay_from``, its autograde runs no kernel: it records the outputs that grading
-        jobs left in that folder (see `course.replay`).
+        jobs left in that folder (see `course.replay`). ``execute`` sets options of the grading
+        kernel (`course.execute.GradingExecute`: warm_dir, course_root, ...).
         """
         from nbgrader.apps import NbGraderAPI
         from nbgrader.coursedir import CourseDirectory
@@ -88,5 +89,7 @@ class Course:
             configured = config.Autograde.get("autograde_preprocessors")
             config.Autograde.autograde_preprocessors = replay_preprocessors(configured)
             config.ReplayOutputs.workdir = str(replay_from)
+        for name, value in execute.items():
+            setattr(config.GradingExecute, name, value)
         coursedir = CourseDirectory(config=config)
         return NbGraderAPI(coursedir=coursedir, config=config)

@@ -1,18 +1,134 @@
-"""The Execute preprocessor used for grading: nbgrader's, with a kernel death noticed at once."""
+"""The Execute preprocessor used for grading: nbgrader's, with a sandboxed (and, where a zygote is
+ready, warm) kernel, a total time limit, an output cap and kernel death noticed at once."""
 from __future__ import annotations
 
+import copy
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
 from nbclient.exceptions import DeadKernelError
 from nbclient.util import ensure_async
 from nbgrader.preprocessors import Execute
+from traitlets import Bool, Integer, Unicode
+
+from .sandbox import Limits, policy_for
+from .warm import Prefix, SandboxedKernelManager
+
+
+class SubmissionTimeout(Exception):
+    """The notebook ran past its total time limit."""
+
+
+def prefix_file(warm_dir: Path, assignment: str, notebook: str) -> Path:
+    """Where the recorded prefix of a notebook lies; its zygote's socket lies beside it."""
+    return Path(warm_dir) / assignment / f"{notebook}.prefix.json"
 
 
 class GradingExecute(Execute):
-    """nbgrader's Execute, but a kernel that exits (``os._exit``, a segfault, the OOM killer) is
-    reported as dead within a second, instead of surfacing as a cell timeout much later.
+    """nbgrader's Execute, with:
 
-    nbclient asks the kernel *client* whether the kernel lives, which without a heartbeat channel
-    always says yes; the kernel *manager* knows whether the process is still there.
+    - each kernel in a sandbox (`course.sandbox`): only its working copy in reach, limits on
+      memory, CPU, processes and file size;
+    - a warm start where a zygote serves this notebook (`course.warm`) and the notebook's leading
+      code cells are the locked ones it ran: those cells are not run again, their recorded
+      outputs are copied in;
+    - a total time limit for the notebook, besides nbgrader's per-cell one;
+    - at most ``max_output_kb`` of output kept per cell, so a flood cannot exhaust the grader;
+    - a kernel that exits (``os._exit``, a segfault, the memory limit) reported as dead within a
+      second, not as a late cell timeout. nbclient asks the kernel *client* whether the kernel
+      lives, which without a heartbeat always says yes; the kernel *manager* knows.
     """
+
+    warm_dir = Unicode("", help="folder with recorded prefixes and zygote sockets").tag(config=True)
+    course_root = Unicode("", help="the course folder to hide (default: the cwd)").tag(config=True)
+    total_timeout = Integer(300, help="seconds for the whole notebook").tag(config=True)
+    max_output_kb = Integer(1024, help="output kept per cell").tag(config=True)
+    memory_mb = Integer(Limits.memory_mb, help="kernel's private memory").tag(config=True)
+    isolate = Bool(True, help="namespaces and own uid, where the machine allows").tag(config=True)
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("kernel_manager_class", SandboxedKernelManager)
+        super().__init__(*args, **kwargs)
+
+    def preprocess(self, nb, resources=None, km=None):
+        self._replay = self._matching_prefix(nb, resources)
+        self._deadline = time.monotonic() + self.total_timeout
+        self._private = tempfile.mkdtemp(prefix="course-kernel-")
+        self._cell_output_bytes = 0
+        try:
+            nb, resources = super().preprocess(nb, resources, km)
+        finally:
+            shutil.rmtree(self._private, ignore_errors=True)
+        if self._replay and self._prefix.widgets:
+            nb.metadata.setdefault("widgets", {}).update(copy.deepcopy(self._prefix.widgets))
+        return nb, resources
+
+    def _matching_prefix(self, nb, resources) -> dict[int, int]:
+        """Map cell index -> prefix position, if a zygote serves this notebook and its leading
+        code cells are exactly the locked cells the zygote ran; else {} (start cold)."""
+        self._prefix = self._zygote = None
+        info = (resources or {}).get("nbgrader", {})
+        if not self.warm_dir or "notebook" not in info:
+            return {}
+        path = prefix_file(Path(self.warm_dir), info["assignment"], info["notebook"])
+        socket = path.with_name(f"{info['notebook']}.sock")
+        if not (path.exists() and socket.exists()):
+            return {}
+        prefix = Prefix.load(path)
+        code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.source.strip()]
+        lead = code[:len(prefix.sources)]
+        if [nb.cells[i].source for i in lead] != prefix.sources:
+            return {}
+        self._prefix, self._zygote = prefix, str(socket)
+        return {index: position for position, index in enumerate(lead)}
+
+    def create_kernel_manager(self):
+        km = super().create_kernel_manager()
+        workdir = (self.resources.get("metadata", {}).get("path") or os.getcwd())
+        km.transport = "ipc"  # Unix sockets: the kernel has no network
+        km.ip = os.path.join(self._private, "ipc")
+        km.connection_file = os.path.join(self._private, "kernel.json")
+        km.zygote = self._zygote or ""
+        km.policy = policy_for(Path(self.course_root or os.getcwd()), Path(workdir),
+                               Path(self._private), Limits(memory_mb=self.memory_mb,
+                                                           cpu_seconds=self.total_timeout + 60),
+                               self.isolate).to_json()
+        return km
+
+    def preprocess_cell(self, cell, resources, index):
+        if index in self._replay:
+            position = self._replay[index]
+            cell.outputs = [nbformat.from_dict(o) for o in self._prefix.outputs[position]]
+            cell.execution_count = self._prefix.execution_counts[position]
+            return cell, resources
+        remaining = self._deadline - time.monotonic()
+        if cell.cell_type == "code" and remaining <= 0:
+            raise SubmissionTimeout(
+                f"SubmissionTimeout: the notebook ran past its total limit of {self.total_timeout} s")
+        configured = self.timeout
+        self.timeout = max(1, min(configured or remaining, int(remaining) + 1))
+        self._cell_output_bytes = 0
+        try:
+            return super().preprocess_cell(cell, resources, index)
+        finally:
+            self.timeout = configured
+
+    def output(self, outs, msg, display_id, cell_index):
+        size = len(str(msg.get("content", "")))
+        self._cell_output_bytes += size
+        limit = self.max_output_kb * 1024
+        if self._cell_output_bytes - size > limit:
+            return None
+        if self._cell_output_bytes > limit:
+            outs.append(nbformat.v4.new_output(
+                "stream", name="stderr",
+                text=f"\n[output cut by the grader: more than {self.max_output_kb} KB]\n"))
+            return None
+        return super().output(outs, msg, display_id, cell_index)
 
     async def _async_check_alive(self) -> None:
         if not await ensure_async(self.km.is_alive()):

@@ -8,7 +8,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,6 +17,7 @@ from nbgrader.api import MissingEntry
 
 from .coursedir import Course
 from .jobs import Job, JobResult, run_job
+from .warm import start_zygotes
 
 GRADED, PARTIAL, FAILED, MISSING = "graded", "partial", "failed", "missing"
 
@@ -33,6 +34,8 @@ FAILURE_REASONS: list[tuple[str, str]] = [
     ("NotJSONError", "invalid notebook: not JSON"),
     ("ValidationError", "invalid notebook: does not match the notebook format"),
 ]
+
+WARM_UP_TIMEOUT = 300  # seconds for a zygote to run a lesson's leading cells
 
 CSV_FIELDS = ["assignment", "student_id", "status", "score", "max_score", "needs_manual_grade",
               "detail"]
@@ -145,15 +148,25 @@ def _forget_submission(api, assignment: str, student: str) -> None:
             pass
 
 
-def _finished(jobs: list[Job], workers: int) -> Iterator[JobResult]:
-    """Run the jobs, ``workers`` at a time, yielding each result as soon as it is ready."""
-    if workers <= 1:
+def _finished(jobs: list[Job], workers: int, executor: Executor | None) -> Iterator[JobResult]:
+    """Run the jobs on ``executor``, or ``workers`` at a time here; yield each result as soon as
+    it is ready."""
+    if executor is not None:
+        futures = {executor.submit(run_job, job): job for job in jobs}
+        for future in as_completed(futures):
+            try:
+                yield future.result()
+            except Exception as error:  # the worker itself failed: this job fails, the rest go on
+                job = futures[future]
+                yield JobResult(job.assignment, job.student, False,
+                                f"grading worker failed: {type(error).__name__}: {error}", None)
+    elif workers <= 1:
         yield from map(run_job, jobs)
-        return
-    # spawn: workers start clean, never inheriting the parent's open gradebook connections.
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        for future in as_completed([pool.submit(run_job, job) for job in jobs]):
-            yield future.result()
+    else:
+        # spawn: workers start clean, never inheriting the parent's open gradebook connections.
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(workers, mp_context=context) as pool:
+            yield from _finished(jobs, workers, pool)
 
 
 def grade(
@@ -163,12 +176,16 @@ def grade(
     on_outcome: Callable[[Outcome], None] | None = None,
     on_start: Callable[[int], None] | None = None,
     workers: int = 1,
+    warm: bool = True,
+    executor: Executor | None = None,
 ) -> list[Outcome]:
     """Grade every student on the roster (gradebook ∪ submitted/) for each assignment.
 
     Submissions are graded as independent jobs (`course.jobs`), ``workers`` at a time; only this
-    process writes the gradebook. ``on_start(total)`` is called once the number of submissions is
-    known, ``on_outcome`` after each one.
+    process writes the gradebook. Kernels are forked from warm zygotes (`course.warm`) unless
+    ``warm`` is False. ``executor`` (any ``concurrent.futures.Executor``, e.g. a dask client's
+    ``get_executor()``) runs the jobs instead of a local pool. ``on_start(total)`` is called
+    once the number of submissions is known, ``on_outcome`` after each one.
     """
     chosen = course.check_assignments(assignments)
     api = course.api()
@@ -199,14 +216,22 @@ def grade(
                     done(Outcome(assignment, student, FAILED, problem))
                 else:
                     jobs.append(Job(course.root, assignment, student, workdir / "gradebook.db",
-                                    workdir))
+                                    workdir, workdir / "warm" if warm else None))
         with api.gradebook as gb:  # make sure every student exists before the snapshot
             for student in roster:
                 gb.update_or_create_student(student)
         shutil.copy2(course.gradebook, workdir / "gradebook.db")
         replay_api = course.api(replay_from=workdir)
-        for result in _finished(jobs, workers):
-            done(_record(course, replay_api, api, result))
+        zygotes = []
+        try:
+            for assignment in sorted({job.assignment for job in jobs} if warm else ()):
+                zygotes += start_zygotes(course.root / "source" / assignment, workdir / "warm",
+                                         WARM_UP_TIMEOUT)
+            for result in _finished(jobs, workers, executor):
+                done(_record(course, replay_api, api, result))
+        finally:
+            for zygote in zygotes:
+                zygote.stop()
     return [outcomes[(a, s)] for a in chosen for s in roster]
 
 

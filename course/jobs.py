@@ -22,6 +22,7 @@ class Job:
     student: str
     gradebook: Path  # a snapshot of the course gradebook, copied, never written
     workdir: Path  # the job's own scratch course is made under it
+    warm_dir: Path | None = None  # zygotes to fork kernels from (`course.warm`); None: cold
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,8 @@ def prepare(job: Job) -> Course:
 def run_job(job: Job) -> JobResult:
     """Autograde and write feedback for one submission in its scratch course."""
     course = prepare(job)
-    api = course.api()
+    warm = {"warm_dir": str(job.warm_dir)} if job.warm_dir else {}
+    api = course.api(course_root=str(job.course_root), **warm)
     result = api.autograde(job.assignment, job.student, force=True, create=True)
     log = f"{result.get('log', '')}\n{result.get('error') or ''}"
     if not result["success"]:

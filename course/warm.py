@@ -1,0 +1,304 @@
+"""Warm kernels: each grading kernel is a fresh fork of a prepared process, not a cold start.
+
+Starting a kernel cold costs a Python start, importing torch and running the whole lesson before
+the first exercise, for every submission. A zygote does that once per notebook: it imports what
+the kernel needs and runs the notebook's leading locked cells (the lesson up to the first exercise,
+instructor code only). Each submission's kernel is then forked from it: a process of its own that
+no other student's code has touched, which starts where a cold kernel would be after those cells.
+What those cells printed is recorded once, by running them in an ordinary kernel
+(`record_prefix`), and copied into each graded notebook (`course.execute.GradingExecute`).
+
+    python -m course.warm SPEC.json   # serve forks on the Unix socket named in the spec
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import nbformat
+from jupyter_client.manager import AsyncKernelManager
+from traitlets import Unicode
+
+
+QUIET_KERNEL = ["--HistoryManager.hist_file=:memory:", "--IPKernelApp.log_level=ERROR"]
+
+
+@dataclass
+class Prefix:
+    """A notebook's leading code cells, as the source has them, and what they printed."""
+
+    sources: list[str]
+    outputs: list[list[dict]]
+    execution_counts: list[int]
+    widgets: dict  # the notebook's widget state after them (nbclient's metadata.widgets)
+
+    def save(self, path: Path) -> Path:
+        path.write_text(json.dumps(asdict(self)))
+        return path
+
+    @classmethod
+    def load(cls, path: Path) -> Prefix:
+        return cls(**json.loads(path.read_text()))
+
+
+def prefix_sources(notebook: nbformat.NotebookNode) -> list[str]:
+    """The code cells before the first one a student may change (solution, test or unlocked)."""
+    sources = []
+    for cell in notebook.cells:
+        if cell.cell_type != "code" or not cell.source.strip():
+            continue
+        meta = cell.metadata.get("nbgrader", {})
+        if not meta.get("locked") or meta.get("solution") or meta.get("grade"):
+            break
+        sources.append(cell.source)
+    return sources
+
+
+def record_prefix(source_notebook: Path, workdir: Path, timeout: int) -> Prefix:
+    """Run the notebook's leading locked cells in an ordinary kernel, as autograde would."""
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(source_notebook, as_version=4)
+    sources = prefix_sources(nb)
+    nb.cells = [nbformat.v4.new_code_cell(s) for s in sources]
+    env = {**os.environ, "NBGRADER_EXECUTION": "autograde"}
+    with _environ(env):
+        NotebookClient(nb, timeout=timeout, kernel_name="python3", extra_arguments=QUIET_KERNEL,
+                       resources={"metadata": {"path": str(workdir)}}).execute()
+    return Prefix(sources, [c.outputs for c in nb.cells], [c.execution_count for c in nb.cells],
+                  nb.metadata.get("widgets", {}))
+
+
+@contextlib.contextmanager
+def _environ(env: dict):
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+# ---- the zygote ------------------------------------------------------------------------------
+
+
+def _run_prefix(sources: list[str]) -> tuple[dict, int]:
+    """Run the cells in an IPython shell; return its namespace and next execution count."""
+    import matplotlib
+
+    matplotlib.use("agg")  # the forked kernel switches to the inline backend
+    import torch
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+
+    torch.set_num_threads(1)  # one thread: forking never inherits a busy thread pool
+    config = Config()
+    config.HistoryManager.hist_file = ":memory:"
+    shell = InteractiveShell.instance(config=config)
+    with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink), \
+            contextlib.redirect_stderr(sink):
+        for source in sources:
+            result = shell.run_cell(source, store_history=True)
+            if not result.success:
+                raise RuntimeError(f"a locked cell failed in the zygote: {result.error_in_exec!r}")
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+    namespace, count = shell.user_ns, shell.execution_count
+    InteractiveShell.clear_instance()
+    return namespace, count
+
+
+def _become_kernel(request: dict, namespace: dict, count: int) -> None:
+    """In the forked child: sandbox this process and run it as the kernel."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from ipykernel.kernelapp import IPKernelApp
+
+    from .sandbox import Policy, enter
+
+    os.environ.clear()
+    os.environ.update(request["env"])
+    os.chdir(request["cwd"])
+    for problem in enter(Policy.from_json(request["policy"])):
+        print(f"sandbox: {problem}", file=sys.stderr)
+    InteractiveShell.clear_instance()
+    # Read from the environment when ipykernel was imported, i.e. in the zygote: set it here.
+    parent = int(os.environ.get("JPY_PARENT_PID") or 0)
+    app = IPKernelApp.instance(user_ns=namespace, parent_handle=parent)
+    app.initialize(request["argv"])
+    app.shell.execution_count = count
+    if "matplotlib.pyplot" in sys.modules:
+        app.shell.enable_matplotlib("inline")  # what a cold kernel gets from MPLBACKEND
+    app.start()
+
+
+def serve(spec_path: Path) -> None:
+    spec = json.loads(spec_path.read_text())
+    os.environ["NBGRADER_EXECUTION"] = "autograde"  # the lesson runs as it does under grading
+    import ipykernel.kernelapp  # noqa: F401 (imported once here, not in every kernel)
+
+    namespace, count = _run_prefix(spec["sources"])
+
+    def reap(*_):
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+
+    signal.signal(signal.SIGCHLD, reap)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(spec["socket"] + ".tmp")
+    listener.listen(64)
+    os.rename(spec["socket"] + ".tmp", spec["socket"])  # appears only once it accepts
+    while True:
+        try:
+            conn, _ = listener.accept()
+        except InterruptedError:
+            continue
+        with conn:
+            request = json.loads(conn.makefile().readline())
+            pid = os.fork()
+            if pid == 0:
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                listener.close()
+                conn.close()
+                try:
+                    _become_kernel(request, namespace, count)
+                finally:
+                    os._exit(0)
+            conn.sendall(f"{pid}\n".encode())
+
+
+class Zygote:
+    """A running zygote for one notebook; ``socket`` is what kernels ask for a fork."""
+
+    def __init__(self, sources: list[str], folder: Path, name: str, log: Path):
+        folder.mkdir(parents=True, exist_ok=True)
+        self.socket = str(folder / f"{name}.sock")
+        spec = folder / f"{name}.zygote.json"
+        spec.write_text(json.dumps({"socket": self.socket, "sources": sources}))
+        with log.open("ab") as out:
+            self.process = subprocess.Popen([sys.executable, "-m", "course.warm", str(spec)],
+                                            cwd=folder, stdout=out, stderr=out,
+                                            stdin=subprocess.DEVNULL)
+
+    def wait_ready(self, timeout: float = 300) -> bool:
+        """Wait until it accepts requests; False if it failed (kernels then start cold)."""
+        deadline = time.monotonic() + timeout
+        while not os.path.exists(self.socket):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    def stop(self) -> None:
+        self.process.kill()
+        self.process.wait()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.socket)
+
+
+def start_zygotes(source: Path, warm_dir: Path, timeout: int) -> list[Zygote]:
+    """Record the prefix of each notebook of one assignment (``source``) and start its zygote
+    under ``warm_dir``/<assignment>; a notebook whose zygote fails to start is graded cold."""
+    from .execute import prefix_file
+
+    zygotes = []
+    for notebook in sorted(source.glob("*.ipynb")):
+        path = prefix_file(warm_dir, source.name, notebook.stem)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        sources = prefix_sources(nbformat.read(notebook, as_version=4))
+        zygote = Zygote(sources, path.parent, notebook.stem, warm_dir / "zygotes.log")
+        record_prefix(notebook, path.parent, timeout).save(path)
+        zygotes.append(zygote)
+    for zygote in zygotes:
+        if not zygote.wait_ready(timeout):
+            zygote.stop()
+    return zygotes
+
+
+# ---- the grader's side -----------------------------------------------------------------------
+
+
+def request_fork(sock_path: str, request: dict) -> int:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.connect(sock_path)
+        conn.sendall((json.dumps(request) + "\n").encode())
+        return int(conn.makefile().readline())
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, waiting for the zygote to reap it, does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
+
+
+class ForkedProcess:
+    """The part of ``subprocess.Popen`` that jupyter_client uses, for a process we did not
+    start (the zygote is its parent)."""
+
+    stdin = stdout = stderr = None
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None and not _alive(self.pid):
+            self.returncode = -signal.SIGKILL  # the real status went to the zygote
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(str(self.pid), timeout)
+            time.sleep(0.02)
+        return self.returncode
+
+    def send_signal(self, signum: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signum)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+class SandboxedKernelManager(AsyncKernelManager):
+    """Starts the kernel sandboxed (`course.sandbox`): forked from a zygote when ``zygote`` names
+    one, else cold through the sandbox launcher."""
+
+    zygote = Unicode("", help="socket of the zygote to fork from; empty: start cold")
+    policy = Unicode("", help="the sandbox policy, as JSON")
+
+    async def _async_launch_kernel(self, kernel_cmd: list[str], **kw) -> None:
+        if not self.zygote:
+            launcher = [sys.executable, "-m", "course.sandbox", self.policy, "--"]
+            return await super()._async_launch_kernel(launcher + kernel_cmd, **kw)
+        # ipykernel's own arguments, without the interpreter and module that run it
+        argv = kernel_cmd[kernel_cmd.index("-f"):]
+        pid = request_fork(self.zygote, {"argv": argv, "env": kw["env"], "cwd": kw["cwd"],
+                                         "policy": self.policy})
+        provisioner = self.provisioner
+        provisioner.process = ForkedProcess(pid)
+        provisioner.pid = provisioner.pgid = pid  # the child made itself a group leader
+        self._reconcile_connection_info(provisioner.connection_info)
+
+
+if __name__ == "__main__":
+    serve(Path(sys.argv[1]))
