@@ -32,6 +32,9 @@ c.Autograde.autograde_preprocessors = [
     "nbgrader.preprocessors.CheckCellMetadata",
 ]
 
+# Keep our record of tests withheld for tampering (course.execute) in the autograded notebook.
+c.ClearMetadataPreprocessor.preserve_nb_metadata_mask = {("language_info", "name"), "course"}
+
 # A test cell the student deleted is put back from the source and graded.
 c.OverwriteCells.add_missing_cells = True
 

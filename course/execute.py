@@ -11,12 +11,16 @@ from pathlib import Path
 
 import nbformat
 from nbclient.exceptions import DeadKernelError
-from nbclient.util import ensure_async
+from nbclient.util import ensure_async, run_sync
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Integer, Unicode
 
-from .sandbox import Limits, policy_for
+from .codescan import scan_notebook, trusted_cells
+from .sandbox import Limits, kernel_uid, kill_uid, policy_for
 from .warm import Prefix, SandboxedKernelManager
+
+GUARD = "__import__('course.guard').guard"
+WITHHELD = "GradingWithheld"
 
 
 class SubmissionTimeout(Exception):
@@ -40,7 +44,12 @@ class GradingExecute(Execute):
     - at most ``max_output_kb`` of output kept per cell, so a flood cannot exhaust the grader;
     - a kernel that exits (``os._exit``, a segfault, the memory limit) reported as dead within a
       second, not as a late cell timeout. nbclient asks the kernel *client* whether the kernel
-      lives, which without a heartbeat always says yes; the kernel *manager* knows.
+      lives, which without a heartbeat always says yes; the kernel *manager* knows;
+    - tampering withheld: if the static scan (`course.codescan`) finds student code reaching for
+      the grading machinery, or the tripwire (`course.guard`) finds it changed after a test cell,
+      that test cell and every later one get an error output instead of a result, so nbgrader
+      scores them 0 and the student sees why. The reasons go to the notebook's metadata
+      (``course.withheld``) for the grader's report; the instructor can review and override.
     """
 
     warm_dir = Unicode("", help="folder with recorded prefixes and zygote sockets").tag(config=True)
@@ -59,13 +68,41 @@ class GradingExecute(Execute):
         self._deadline = time.monotonic() + self.total_timeout
         self._private = tempfile.mkdtemp(prefix="course-kernel-")
         self._cell_output_bytes = 0
+        self._trusted, findings = self._scan(nb, resources)
+        self._withheld = [str(f) for f in findings]
+        self._guarding = False
+        self._kernel_uid = None
         try:
             nb, resources = super().preprocess(nb, resources, km)
         finally:
+            if self._kernel_uid is not None:  # what the kernel left running dies with it
+                kill_uid(self._kernel_uid)
             shutil.rmtree(self._private, ignore_errors=True)
         if self._replay and self._prefix.widgets:
             nb.metadata.setdefault("widgets", {}).update(copy.deepcopy(self._prefix.widgets))
+        nb.metadata["course"] = {"withheld": self._withheld}  # replaces anything submitted
         return nb, resources
+
+    def _scan(self, nb, resources) -> tuple[set[str], list]:
+        """The assignment's trusted cell sources, and what the static scan finds in the rest."""
+        info = (resources or {}).get("nbgrader", {})
+        # nbgrader runs in the course folder; source/ is its default source directory.
+        source = Path("source") / info.get("assignment", "") / f"{info.get('notebook', '')}.ipynb"
+        if not source.is_file():
+            self.log.warning("no source notebook at %s: student code is not scanned", source)
+            return set(), []
+        trusted, protected = trusted_cells(nbformat.read(source, as_version=4))
+        return trusted, scan_notebook(nb, trusted, protected)
+
+    async def _guard(self, call: str) -> str:
+        """Run ``course.guard.<call>`` in the kernel, outside any cell; return its answer."""
+        msg_id = self.kc.execute("", silent=True, store_history=False,
+                                 user_expressions={"guard": f"{GUARD}.{call}()"})
+        reply = await self.async_wait_for_reply(msg_id)
+        answer = (reply or {}).get("content", {}).get("user_expressions", {}).get("guard", {})
+        if answer.get("status") != "ok":
+            return f"the tripwire could not run ({answer.get('ename', 'no reply')})"
+        return answer["data"]["text/plain"].strip("'\"")
 
     def _matching_prefix(self, nb, resources) -> dict[int, int]:
         """Map cell index -> prefix position, if a zygote serves this notebook and its leading
@@ -86,6 +123,10 @@ class GradingExecute(Execute):
         self._prefix, self._zygote = prefix, str(socket)
         return {index: position for position, index in enumerate(lead)}
 
+    async def async_start_new_kernel(self, **kwargs):
+        await super().async_start_new_kernel(**kwargs)
+        self._kernel_uid = kernel_uid(self.km.provisioner.pid)
+
     def create_kernel_manager(self):
         km = super().create_kernel_manager()
         workdir = (self.resources.get("metadata", {}).get("path") or os.getcwd())
@@ -105,8 +146,28 @@ class GradingExecute(Execute):
             cell.outputs = [nbformat.from_dict(o) for o in self._prefix.outputs[position]]
             cell.execution_count = self._prefix.execution_counts[position]
             return cell, resources
+        if cell.cell_type != "code":
+            return cell, resources
+        test = cell.metadata.get("nbgrader", {}).get("grade") and cell.source in self._trusted
+        if test and self._withheld:
+            cell.outputs = [_withheld_output(self._withheld)]
+            cell.execution_count = None
+            return cell, resources
+        if not self._guarding and cell.source not in self._trusted:
+            self._guarding = True  # the first cell a student could have written
+            if (answer := run_sync(self._guard)("snapshot")) != "ok":
+                self._withheld.append(answer)
+        cell, resources = self._execute(cell, resources, index)
+        if test and self._guarding and not self._withheld:
+            if (answer := run_sync(self._guard)("check")) != "ok":
+                self._withheld.append(f"after test cell {index + 1}: {answer}")
+                cell.outputs.append(_withheld_output(self._withheld))
+        return cell, resources
+
+    def _execute(self, cell, resources, index):
+        """Run one cell with what is left of the notebook's time as its limit."""
         remaining = self._deadline - time.monotonic()
-        if cell.cell_type == "code" and remaining <= 0:
+        if remaining <= 0:
             raise SubmissionTimeout(
                 f"SubmissionTimeout: the notebook ran past its total limit of {self.total_timeout} s")
         configured = self.timeout
@@ -134,3 +195,12 @@ class GradingExecute(Execute):
         if not await ensure_async(self.km.is_alive()):
             self.log.error("Kernel died while waiting for execute reply.")
             raise DeadKernelError("Kernel died")
+
+
+def _withheld_output(reasons: list[str]) -> nbformat.NotebookNode:
+    """The error a withheld test cell shows (and nbgrader scores as 0)."""
+    text = "; ".join(reasons)
+    return nbformat.v4.new_output(
+        "error", ename=WITHHELD, evalue=f"not graded automatically: {text}",
+        traceback=[f"{WITHHELD}: this test was not run because the notebook's code reaches for "
+                   f"the grading machinery ({text}). Your instructor will review it."])

@@ -19,10 +19,12 @@ from .coursedir import Course
 from .jobs import Job, JobResult, run_job
 from .warm import start_zygotes
 
-GRADED, PARTIAL, FAILED, MISSING = "graded", "partial", "failed", "missing"
+GRADED, PARTIAL, FLAGGED, FAILED, MISSING = "graded", "partial", "flagged", "failed", "missing"
+STATUSES = (GRADED, PARTIAL, FLAGGED, FAILED, MISSING)
 
 # What nbgrader's log says when a notebook could not be graded, and how we name it for instructors.
 FAILURE_REASONS: list[tuple[str, str]] = [
+    ("SubmissionTimeout", "timeout: the notebook ran past its total time limit"),
     ("UnresponsiveKernelError", "timeout: the kernel did not answer and could not be interrupted"),
     ("TimeoutError", "timeout: a cell ran past the time limit"),  # also CellTimeoutError
     ("DeadKernelError", "kernel died (crash, os._exit or out of memory)"),
@@ -56,8 +58,13 @@ class Outcome:
     cell_max: dict[str, float] = field(default_factory=dict)
 
 
+WORKER_FAILED = "grading worker failed"
+
+
 def classify_failure(log: str) -> str:
     """Name the reason nbgrader failed on a submission, from its log and traceback."""
+    if log.startswith(WORKER_FAILED):  # the grader's trouble, not the student's: say so as it is
+        return log.splitlines()[0][:300]
     for needle, reason in FAILURE_REASONS:
         if needle in log:
             return reason
@@ -125,6 +132,10 @@ def _record(course: Course, replay_api, api, result: JobResult) -> Outcome:
         _forget_submission(api, result.assignment, result.student)
         return Outcome(result.assignment, result.student, FAILED, problem)
     outcome = _scores(api, result.assignment, result.student)
+    if withheld := _withheld(course, result.assignment, result.student):
+        outcome.status = FLAGGED
+        outcome.detail = "; ".join(filter(None, [f"tests withheld for review: {withheld}",
+                                                 outcome.detail]))
     feedback = course.root / "feedback" / result.student / result.assignment
     if feedback.exists():
         shutil.rmtree(feedback)
@@ -133,6 +144,16 @@ def _record(course: Course, replay_api, api, result: JobResult) -> Outcome:
     else:
         shutil.copytree(result.feedback, feedback)
     return outcome
+
+
+def _withheld(course: Course, assignment: str, student: str) -> str:
+    """Why grading withheld tests of this submission (`course.execute`), or ''."""
+    reasons = []
+    for path in sorted((course.root / "autograded" / student / assignment).glob("*.ipynb")):
+        found = nbformat.read(path, as_version=4).metadata.get("course", {}).get("withheld")
+        if found:
+            reasons.append(f"{path.stem}: {'; '.join(found)}")
+    return " | ".join(reasons)
 
 
 def _forget_submission(api, assignment: str, student: str) -> None:
@@ -159,7 +180,7 @@ def _finished(jobs: list[Job], workers: int, executor: Executor | None) -> Itera
             except Exception as error:  # the worker itself failed: this job fails, the rest go on
                 job = futures[future]
                 yield JobResult(job.assignment, job.student, False,
-                                f"grading worker failed: {type(error).__name__}: {error}", None)
+                                f"{WORKER_FAILED}: {type(error).__name__}: {error}", None)
     elif workers <= 1:
         yield from map(run_job, jobs)
     else:

@@ -42,8 +42,9 @@ class ReplayOutputs(NbGraderPreprocessor):
             if cell.cell_type == "code":
                 cell.outputs = done.outputs
                 cell.execution_count = done.execution_count
-        if "language_info" in executed.metadata:
-            nb.metadata["language_info"] = executed.metadata["language_info"]
+        for key in ("language_info", "course"):
+            if key in executed.metadata:
+                nb.metadata[key] = executed.metadata[key]
         return nb, resources
 
 

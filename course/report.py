@@ -18,7 +18,8 @@ import nbformat  # noqa: E402
 
 from .coursedir import Course  # noqa: E402
 from .feedback import short_error  # noqa: E402
-from .grading import Outcome, format_table, write_csv  # noqa: E402
+from .grading import (  # noqa: E402
+    FAILED, FLAGGED, GRADED, PARTIAL, STATUSES, Outcome, format_table, write_csv)
 from .widgets.base import PALETTE  # noqa: E402
 
 TOP_MESSAGES = 5
@@ -50,7 +51,7 @@ def summarize(course: Course, outcomes: list[Outcome]) -> dict[str, dict[str, Te
     """Per assignment and test cell: the scores of graded students and their failure messages."""
     tests: dict[str, dict[str, TestSummary]] = defaultdict(dict)
     for o in outcomes:
-        if o.status not in ("graded", "partial"):
+        if o.status not in (GRADED, PARTIAL):
             continue
         folder = course.root / "autograded" / o.student / o.assignment
         messages = {}
@@ -89,14 +90,14 @@ def write_report(course: Course, outcomes: list[Outcome], path: Path) -> Path:
              "<style>body{font-family:sans-serif;max-width:60em;margin:auto}"
              "td,th{padding:2px 8px;text-align:left}</style></head><body>",
              "<h1>Grading report</h1><h2>Statuses</h2><table><tr><th>assignment</th>"]
-    statuses = ["graded", "partial", "failed", "missing"]
+    statuses = list(STATUSES)
     parts += [f"<th>{s}</th>" for s in statuses] + ["</tr>"]
     counts = Counter((o.assignment, o.status) for o in outcomes)
     for assignment in dict.fromkeys(o.assignment for o in outcomes):
         cells = "".join(f"<td>{counts[(assignment, s)]}</td>" for s in statuses)
         parts.append(f"<tr><td>{esc(assignment)}</td>{cells}</tr>")
     parts.append("</table>")
-    failed = [o for o in outcomes if o.status in ("failed", "partial")]
+    failed = [o for o in outcomes if o.status in (FAILED, PARTIAL, FLAGGED)]
     if failed:
         parts.append("<h2>Submissions that need a look</h2><ul>")
         parts += [f"<li>{esc(o.assignment)} / {esc(o.student)}: {esc(o.status)}, "

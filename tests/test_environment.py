@@ -9,7 +9,7 @@ import yaml
 from course_testing import REPO
 
 # conda-forge names for the packages whose PyPI name differs.
-CONDA_NAME = {"torch": "pytorch-cpu"}
+CONDA_NAME = {"torch": "pytorch-cpu", "dask": "dask-core"}  # conda-forge "dask" adds pandas, bokeh
 PIP_ONLY = {"pytest", "playwright"}  # test tooling: not needed by students on Binder
 
 
