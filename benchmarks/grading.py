@@ -100,7 +100,7 @@ def main() -> None:
             graded = {k: v for k, v in stock.items() if v is not None}
             assert graded == {k: mine.get(k) for k in graded}, "the grades differ"
             assert set(mine) <= set(stock), "we graded something stock nbgrader did not"
-        notebooks = args.students * len(base.assignments)
+            notebooks = args.students * len(base.assignments)
         print(f"run {run + 1}: {notebooks} notebooks; stock {stock_times[-1]:.1f} s, "
               f"ours ({args.workers} workers) {our_times[-1]:.1f} s; grades identical")
 

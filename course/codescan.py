@@ -68,8 +68,9 @@ def _imported(node: ast.Import | ast.ImportFrom) -> dict[str, str]:
 
 
 def bound_names(source: str) -> dict[str, str | None]:
-    """Names a (trusted) cell binds at the top level, with the module path an import binds them
-    to (None for defs, classes and assignments)."""
+    """The modules, functions and classes a (trusted) cell binds at the top level, with the module
+    path an import binds them to (None for defs and classes). Plain variables are not the
+    grading machinery: a student may reuse ``x``."""
     try:
         tree = ast.parse(TransformerManager().transform_cell(source))
     except SyntaxError:
@@ -80,10 +81,6 @@ def bound_names(source: str) -> dict[str, str | None]:
             names.update(_imported(node))
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names[node.name] = None
-        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names.update({n.id: None for t in targets for n in ast.walk(t)
-                          if isinstance(n, ast.Name)})
     return names
 
 

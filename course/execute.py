@@ -127,6 +127,8 @@ class GradingExecute(Execute):
         await super().async_start_new_kernel(**kwargs)
         self._kernel_uid = kernel_uid(self.km.provisioner.pid)
 
+    start_new_kernel = run_sync(async_start_new_kernel)  # nbclient's is bound to its own
+
     def create_kernel_manager(self):
         km = super().create_kernel_manager()
         workdir = (self.resources.get("metadata", {}).get("path") or os.getcwd())
