@@ -21,6 +21,17 @@ c.Execute.shutdown_kernel = "immediate"
 # No kernel history file, and no per-kernel start-up warnings flooding the grading log.
 c.Execute.extra_arguments = ["--HistoryManager.hist_file=:memory:", "--IPKernelApp.log_level=ERROR"]
 
+# Before nbgrader's own clean-up: every cell's grading metadata comes from the source, deleted
+# graded or locked cells are put back (forged or broken metadata would otherwise crash nbgrader).
+c.Autograde.sanitize_preprocessors = [
+    "course.repair.RestoreCells",
+    "nbgrader.preprocessors.ClearOutput",
+    "nbgrader.preprocessors.DeduplicateIds",
+    "nbgrader.preprocessors.OverwriteKernelspec",
+    "nbgrader.preprocessors.OverwriteCells",
+    "nbgrader.preprocessors.CheckCellMetadata",
+]
+
 # nbgrader's autograde steps, with its Execute swapped for one that notices a dead kernel at once.
 c.Autograde.autograde_preprocessors = [
     "course.execute.GradingExecute",

@@ -16,6 +16,7 @@ from nbgrader.preprocessors import Execute
 from traitlets import Bool, Integer, Unicode
 
 from .codescan import scan_notebook, trusted_cells
+from .repair import source_notebook
 from .sandbox import Limits, kernel_uid, kill_uid, policy_for
 from .warm import Prefix, SandboxedKernelManager
 
@@ -85,9 +86,7 @@ class GradingExecute(Execute):
 
     def _scan(self, nb, resources) -> tuple[set[str], list]:
         """The assignment's trusted cell sources, and what the static scan finds in the rest."""
-        info = (resources or {}).get("nbgrader", {})
-        # nbgrader runs in the course folder; source/ is its default source directory.
-        source = Path("source") / info.get("assignment", "") / f"{info.get('notebook', '')}.ipynb"
+        source = source_notebook(resources or {})
         if not source.is_file():
             self.log.warning("no source notebook at %s: student code is not scanned", source)
             return set(), []

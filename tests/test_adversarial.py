@@ -1,0 +1,343 @@
+"""Grading that cannot be fooled, crashed or made to lose work: one class of hostile and broken
+submissions, graded in one batch by `python -m course grade`'s code, each checked against the
+policy in the README (explicit status, no points from tampering, limits, the sandbox), together
+with honest students whose grades must come out untouched."""
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from course import grading
+from course.coursedir import Course
+from course.sandbox import FIRST_UID
+from course.submission import build_submission, reference_answers, write_submission
+
+from course_testing import copy_course
+
+A = "01_requires_grad"
+FULL, WRONG_SCORE = 16, 12  # make_trainable's two test cells are worth 4 points
+WRONG = "def make_trainable(values):\n    return torch.as_tensor(values)"
+MT_TESTS = ["test_make_trainable", "test_make_trainable_copies_tensors"]
+HOLD_NO_GRAD = ("\ndef _hold():\n    with torch.no_grad():\n        yield\n"
+                "_held = _hold()\nnext(_held)\n")
+
+
+def _cells_with(nb, grade_id: str) -> int:
+    return next(i for i, c in enumerate(nb.cells)
+                if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+def _edit_tests(nb):
+    for grade_id in MT_TESTS:
+        nb.cells[_cells_with(nb, grade_id)].source = "pass"
+    return nb
+
+
+def _delete_tests(nb):
+    for grade_id in MT_TESTS:
+        del nb.cells[_cells_with(nb, grade_id)]
+    return nb
+
+
+def _reorder(nb):
+    moved = [nb.cells.pop(_cells_with(nb, g)) for g in MT_TESTS]
+    nb.cells[0:0] = moved  # tests before the imports and the answer they check
+    return nb
+
+
+def _rename_grade_id(nb):
+    meta = nb.cells[_cells_with(nb, MT_TESTS[0])].metadata.nbgrader
+    meta.grade_id, meta.points = "test_free_points", 100
+    return nb
+
+
+def _forge_points(nb):
+    nb.cells[_cells_with(nb, MT_TESTS[0])].metadata.nbgrader.points = 100
+    return nb
+
+
+def _answer_as_test(nb):
+    meta = nb.cells[_cells_with(nb, "make_trainable")].metadata.nbgrader
+    meta.update(grade=True, points=50, locked=True, solution=False)
+    return nb
+
+
+def _duplicate(nb):
+    start = _cells_with(nb, "make_trainable")
+    nb.cells[start:start] = [nbformat.from_dict(c) for c in nb.cells[start:start + 3]]
+    return nb
+
+
+def _empty(nb):
+    nb.cells = []
+    return nb
+
+
+def _forge_course_metadata(nb):
+    nb.metadata["course"] = {"withheld": []}
+    return nb
+
+
+UNICODE = ('{answer}\n# Übung: ∂L/∂w, 你好, 🙂\n'
+           'def größe(λ):\n    """ελληνικά ✓"""\n    return λ\nprint(größe("日本語 ✓"))\n')
+
+
+def _reading(root: Path) -> str:
+    """Student code (allowed by the scan: numpy only) that tries to read and write what the
+    sandbox hides, and prints what it managed."""
+    targets = [root / "source" / A / f"{A}.ipynb", root / "gradebook.db",
+               Path("../../../source") / A / f"{A}.ipynb", Path("../../../gradebook.db")]
+    return (
+        "import numpy as np\n"
+        f"for path in {[str(t) for t in targets]!r}:\n"
+        "    try:\n"
+        "        np.fromfile(path, dtype=np.uint8, count=10)\n"
+        "        print('READ', path)\n"
+        "    except OSError:\n"
+        "        print('BLOCKED', path)\n"
+        "try:\n"
+        f"    np.save({str(root / 'pwned.npy')!r}, np.zeros(1))\n"
+        "    print('WROTE')\n"
+        "except OSError:\n"
+        "    print('BLOCKED write')\n")
+
+
+# student -> (answers to replace, notebook transform or None)
+CLASS = {
+    "honest": ({}, None),
+    "wrong": ({"make_trainable": WRONG}, None),
+    "edited_tests": ({"make_trainable": WRONG}, _edit_tests),
+    "deleted_tests": ({"make_trainable": WRONG}, _delete_tests),
+    "reordered": ({"make_trainable": WRONG}, _reorder),
+    "renamed_grade_id": ({"make_trainable": WRONG}, _rename_grade_id),
+    "forged_points": ({}, _forge_points),
+    "answer_as_test": ({"make_trainable": WRONG}, _answer_as_test),
+    "duplicated": ({}, _duplicate),
+    "empty_notebook": ({}, _empty),
+    "unicode": ({"make_trainable": UNICODE}, None),
+    "patch_allclose": ({"make_trainable": WRONG + "\ntorch.allclose = lambda *a, **k: True"},
+                       _forge_course_metadata),
+    "input_transformer": ({"make_trainable": WRONG + "\nget_ipython().input_transformers_cleanup"
+                           ".append(lambda lines: ['pass\\n'])"}, None),
+    "patch_checks": ({"make_trainable": WRONG + "\nimport course.checks as c\n"
+                      "c.expect = lambda *a, **k: None"}, None),
+    "rebind_helper": ({"make_trainable": WRONG + "\nexpect_tensor = lambda *a, **k: None"}, None),
+    "hide_tracebacks": ({"make_trainable": WRONG + "\nget_ipython().showtraceback = print"}, None),
+    "held_no_grad": ({"make_trainable": WRONG + HOLD_NO_GRAD}, None),
+    "os_exit": ({"make_trainable": "import os\nos._exit(3)"}, None),
+    "segfault": ({"make_trainable": "import ctypes\nctypes.string_at(0)"}, None),
+    "infinite_loop": ({"make_trainable": WRONG + "\nwhile True:\n    pass"}, None),
+    "total_time": ({name: f"{{answer}}\nimport time\ntime.sleep(9)" for name in
+                    ("make_trainable", "leaf_inputs", "freeze_all_but", "quick_check")}, None),
+    "output_flood": ({"make_trainable": "{answer}\nfor _ in range(300):\n    print('x' * 10_000)"},
+                     None),
+    "memory_hog": ({"make_trainable": "big = torch.ones(2_000_000_000)\n" + WRONG}, None),
+    "fork_storm": ({"make_trainable": "{answer}\nimport os, time\nfor _ in range(2000):\n"
+                    "    try:\n        pid = os.fork()\n    except OSError:\n        break\n"
+                    "    if pid == 0:\n        time.sleep(120)\n        os._exit(0)"}, None),
+    "read_source": ({"make_trainable": "{answer}\n{reading}"}, None),
+    "network": ({"make_trainable": "{answer}\nimport socket\ntry:\n"
+                 "    socket.create_connection(('127.0.0.1', {port}), timeout=2)\n"
+                 "    print('CONNECTED')\nexcept OSError as error:\n    print('NO NETWORK', error)"},
+                None),
+    "detached_writer": ({"make_trainable": "{answer}\nimport subprocess, sys\n"
+                         "subprocess.Popen([sys.executable, '-c', {writer!r}], "
+                         "start_new_session=True)"}, None),
+}
+
+
+def _listen() -> tuple[socket.socket, list]:
+    """A TCP server on the grader's loopback that records whoever connects."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    server.settimeout(0.2)
+    seen: list = []
+
+    def accept():
+        while server.fileno() != -1:
+            try:
+                seen.append(server.accept())
+            except OSError:
+                continue
+
+    threading.Thread(target=accept, daemon=True).start()
+    return server, seen
+
+
+def _write_class(course: Course, port: int) -> None:
+    refs = reference_answers(course, A)
+    writer = (f"import sqlite3, time; time.sleep(4); c = sqlite3.connect({str(course.gradebook)!r});"
+              " c.execute('update grade set auto_score = 99'); c.commit()")
+    fill = {"port": port, "writer": writer, "reading": _reading(course.root)}
+    for student, (answers, transform) in CLASS.items():
+        code = {name: src.format(answer=refs[name], **fill) if "{answer}" in src else src
+                for name, src in answers.items()}
+        nb = build_submission(course, A, {**refs, **code})
+        path = write_submission(course, student, A, transform(nb) if transform else nb)
+        if student == "honest":
+            # extra files beside the notebook never reach the kernel
+            (path.parent / "torch.py").write_text("allclose = lambda *a, **k: True\n")
+            copy = build_submission(course, A, {**refs, "make_trainable": WRONG})
+            nbformat.write(copy, path.parent / f"{A}-Copy1.ipynb")
+    (course.root / "submitted" / "zero_bytes" / A).mkdir(parents=True)
+    (course.root / "submitted" / "zero_bytes" / A / f"{A}.ipynb").write_bytes(b"")
+
+
+def _kernel_processes() -> list[int]:
+    pids = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            fields = dict(line.split(":", 1) for line in status.read_text().splitlines())
+        except OSError:
+            continue
+        if int(fields["Uid"].split()[0]) >= FIRST_UID and not fields["State"].strip().startswith("Z"):
+            pids.append(int(status.parent.name))
+    return pids
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    course = copy_course(tmp_path_factory.mktemp("adversarial") / "course", with_release=True)
+    with (course.root / "nbgrader_config.py").open("a") as config:
+        config.write("\nc.Execute.timeout = 10\nc.GradingExecute.total_timeout = 30\n")
+    server, connections = _listen()
+    _write_class(course, server.getsockname()[1])
+    outcomes = {o.student: o for o in grading.grade(course, [A], workers=2)}
+    time.sleep(6)  # give a detached process time to do its worst
+    server.close()
+    return course, outcomes, connections
+
+
+def _cells(course: Course, student: str) -> dict[str, float | None]:
+    with course.api().gradebook as gb:
+        submission = gb.find_submission(A, student)
+        return {g.name: g.score for nb in submission.notebooks for g in nb.grades
+                if g.cell.cell_type == "code"}
+
+
+def _autograded(course: Course, student: str) -> str:
+    return (course.root / "autograded" / student / A / f"{A}.ipynb").read_text()
+
+
+def test_every_student_has_an_explicit_status(graded):
+    _, outcomes, _ = graded
+    assert set(outcomes) == set(CLASS) | {"zero_bytes"}
+    for o in outcomes.values():
+        assert o.status in grading.STATUSES
+        assert o.status == grading.GRADED or o.detail, f"{o.student}: {o.status} without a reason"
+        assert (o.score is None) == (o.status == grading.FAILED), o
+
+
+@pytest.mark.parametrize("student", ["honest", "unicode", "duplicated", "forged_points"])
+def test_honest_work_gets_every_point(graded, student):
+    """Including the honest student whose folder also holds a torch.py and a wrong extra copy."""
+    _, outcomes, _ = graded
+    assert (outcomes[student].status, outcomes[student].score, outcomes[student].max_score) == (
+        grading.GRADED, FULL, FULL)
+
+
+@pytest.mark.parametrize("student", ["wrong", "edited_tests", "deleted_tests", "answer_as_test",
+                                     "memory_hog", "infinite_loop"])
+def test_changed_tests_and_metadata_earn_nothing(graded, student):
+    """Edited, deleted and re-typed tests are restored and graded; forged points are ignored; a
+    loop is cut by the cell timeout and a huge allocation fails in the cell, and the rest of the
+    notebook is graded."""
+    course, outcomes, _ = graded
+    o = outcomes[student]
+    assert (o.status, o.score, o.max_score) == (grading.GRADED, WRONG_SCORE, FULL), o
+    assert [_cells(course, student)[t] for t in MT_TESTS] == [0, 0]
+
+
+@pytest.mark.parametrize("student", ["reordered", "renamed_grade_id", "empty_notebook"])
+def test_moved_renamed_or_missing_cells_earn_nothing(graded, student):
+    _, outcomes, _ = graded
+    o = outcomes[student]
+    assert o.status in (grading.GRADED, grading.PARTIAL, grading.FAILED), o
+    assert o.score is None or (o.score <= WRONG_SCORE and o.max_score == FULL), o
+
+
+@pytest.mark.parametrize("student,reason", [
+    ("patch_allclose", "writes the attribute torch.allclose"),
+    ("input_transformer", "uses get_ipython"),
+    ("patch_checks", "imports course.checks"),
+    ("rebind_helper", "rebinds expect_tensor"),
+    ("hide_tracebacks", "uses get_ipython"),
+    ("held_no_grad", "torch grad mode"),  # allowed code: caught by the tripwire at run time
+    ("fork_storm", "imports os"),
+    ("network", "imports socket"),
+    ("detached_writer", "imports subprocess"),
+])
+def test_tampering_is_flagged_and_earns_no_automatic_points(graded, student, reason):
+    course, outcomes, _ = graded
+    o = outcomes[student]
+    assert o.status == grading.FLAGGED and reason in o.detail, o
+    assert o.score == 0 and o.max_score == FULL
+    assert "GradingWithheld" in _autograded(course, student)
+    feedback = course.root / "feedback" / student / A / f"{A}.html"
+    assert "Your instructor will review it" in feedback.read_text()
+
+
+@pytest.mark.parametrize("student,reason", [
+    ("zero_bytes", "invalid notebook"),
+    ("os_exit", "kernel died"),
+    ("segfault", "kernel died"),
+    ("total_time", "total time limit"),
+])
+def test_broken_or_crashing_submissions_fail_with_a_reason(graded, student, reason):
+    course, outcomes, _ = graded
+    o = outcomes[student]
+    assert o.status == grading.FAILED and reason in o.detail, o
+    with course.api().gradebook as gb:  # still on the roster, with no grade to mistake for a 0
+        assert student in {s.id for s in gb.students}
+
+
+def test_output_flood_is_cut(graded):
+    course, outcomes, _ = graded
+    assert outcomes["output_flood"].score == FULL
+    text = _autograded(course, "output_flood")
+    assert "output cut by the grader" in text and len(text) < 2_000_000
+
+
+def test_the_kernel_sees_only_its_own_working_copy(graded):
+    course, outcomes, _ = graded
+    text = _autograded(course, "read_source")
+    assert outcomes["read_source"].score == FULL
+    assert text.count("BLOCKED") == 5 and "READ " not in text and "WROTE" not in text
+    assert not (course.root / "pwned.npy").exists()
+
+
+def test_the_kernel_has_no_network(graded):
+    course, _, connections = graded
+    assert connections == []
+    assert "NO NETWORK" in _autograded(course, "network")
+
+
+def test_nothing_a_kernel_started_outlives_grading(graded):
+    """Fork storms and detached processes are killed with their kernel: none wrote the gradebook
+    after grading."""
+    course, outcomes, _ = graded
+    assert _kernel_processes() == []
+    assert outcomes["honest"].score == FULL
+    assert sum(v for v in _cells(course, "honest").values()) == FULL
+
+
+def test_regrading_is_idempotent_and_never_leaves_a_stale_grade(graded):
+    course, first, _ = graded
+    again = {"honest", "wrong", "patch_allclose", "held_no_grad", "zero_bytes"}
+    second = {o.student: o for o in grading.grade(course, [A], students=sorted(again), workers=2)}
+    for student in again:
+        assert (second[student].status, second[student].score) == (
+            first[student].status, first[student].score), student
+    # A regrade that fails removes the earlier grade instead of keeping it.
+    path = course.root / "submitted" / "wrong" / A / f"{A}.ipynb"
+    path.write_text("{not json")
+    (failed,) = grading.grade(course, [A], students=["wrong"])
+    assert failed.status == grading.FAILED and failed.score is None
+    with course.api().gradebook as gb:
+        assert not [s for s in gb.assignment_submissions(A) if s.student.id == "wrong"]
