@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from course.execute import GradingExecute  # noqa: E402
-from course.warm import prefix_sources, start_zygotes  # noqa: E402
+from course.warm import WarmUp, prefix_sources  # noqa: E402
 
 # "ready+shutdown": waiting for the started kernel's first answer, and stopping it.
 PHASES = ["launch", "first cell", "rest of lesson", "exercises+tests", "ready+shutdown"]
@@ -89,17 +89,18 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="warm-") as warm_dir:
         print(f"{'notebook':18} {'kernel':5} " + " ".join(f"{p:>15}" for p in PHASES) + "  total")
         for assignment in sorted(p.name for p in (REPO / "source").iterdir() if p.is_dir()):
-            zygotes = start_zygotes(REPO / "source" / assignment, Path(warm_dir), 300)
+            warm_up = WarmUp([REPO / "source" / assignment], Path(warm_dir))
+            warm_up.wait()
             notebook = REPO / "source" / assignment / f"{assignment}.ipynb"
             try:
+                run(notebook, warm_dir)  # a cold run with a zygote around records the prefix
                 for kind, folder in (("cold", ""), ("warm", warm_dir)):
                     runs = [run(notebook, folder) for _ in range(args.repeat)]
                     medians = [statistics.median(r[p] for r in runs) for p in PHASES]
                     print(f"{assignment:18} {kind:5} " + " ".join(f"{m:15.2f}" for m in medians)
                           + f"  {sum(medians):5.2f}")
             finally:
-                for zygote in zygotes:
-                    zygote.stop()
+                warm_up.close()
 
 
 if __name__ == "__main__":

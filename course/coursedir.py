@@ -7,6 +7,8 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from .speedups import cache_validators
+
 CONFIG_FILE = "nbgrader_config.py"
 
 
@@ -77,6 +79,7 @@ class Course:
         from traitlets.config.loader import PyFileConfigLoader
 
         _expose_venv_tools()
+        cache_validators()
         # nbgrader's own session handling warns on every autograde; nothing for an instructor to do.
         warnings.filterwarnings("ignore", category=SAWarning)
         config = PyFileConfigLoader(CONFIG_FILE, path=str(self.root)).load_config()

@@ -2,7 +2,6 @@
 ready, warm) kernel, a total time limit, an output cap and kernel death noticed at once."""
 from __future__ import annotations
 
-import copy
 import os
 import shutil
 import tempfile
@@ -18,7 +17,7 @@ from traitlets import Bool, Integer, Unicode
 from .codescan import scan_notebook, trusted_cells
 from .repair import source_notebook
 from .sandbox import Limits, kernel_uid, kill_uid, policy_for
-from .warm import Prefix, SandboxedKernelManager
+from .warm import Prefix, SandboxedKernelManager, prefix_sources
 
 GUARD = "__import__('course.guard').guard"
 WITHHELD = "GradingWithheld"
@@ -65,11 +64,11 @@ class GradingExecute(Execute):
         super().__init__(*args, **kwargs)
 
     def preprocess(self, nb, resources=None, km=None):
-        self._replay = self._matching_prefix(nb, resources)
+        self._trusted, findings, lead = self._scan(nb, resources)
+        self._replay = self._matching_prefix(nb, resources, lead)
         self._deadline = time.monotonic() + self.total_timeout
         self._private = tempfile.mkdtemp(prefix="course-kernel-")
         self._cell_output_bytes = 0
-        self._trusted, findings = self._scan(nb, resources)
         self._withheld = [str(f) for f in findings]
         self._guarding = False
         self._kernel_uid = None
@@ -79,19 +78,34 @@ class GradingExecute(Execute):
             if self._kernel_uid is not None:  # what the kernel left running dies with it
                 kill_uid(self._kernel_uid)
             shutil.rmtree(self._private, ignore_errors=True)
-        if self._replay and self._prefix.widgets:
-            nb.metadata.setdefault("widgets", {}).update(copy.deepcopy(self._prefix.widgets))
+        if self._record_to is not None:
+            self._record_prefix(nb, lead)
         nb.metadata["course"] = {"withheld": self._withheld}  # replaces anything submitted
         return nb, resources
 
-    def _scan(self, nb, resources) -> tuple[set[str], list]:
-        """The assignment's trusted cell sources, and what the static scan finds in the rest."""
+    def _scan(self, nb, resources) -> tuple[set[str], list, list[str]]:
+        """The assignment's trusted cell sources, what the static scan finds in the rest, and
+        the source's leading locked cells (`course.warm.prefix_sources`)."""
         source = source_notebook(resources or {})
         if not source.is_file():
             self.log.warning("no source notebook at %s: student code is not scanned", source)
-            return set(), []
-        trusted, protected = trusted_cells(nbformat.read(source, as_version=4))
-        return trusted, scan_notebook(nb, trusted, protected)
+            return set(), [], []
+        original = nbformat.read(source, as_version=4)
+        trusted, protected = trusted_cells(original)
+        return trusted, scan_notebook(nb, trusted, protected), prefix_sources(original)
+
+    def _leading_code(self, nb, count: int) -> list[int]:
+        return [i for i, c in enumerate(nb.cells)
+                if c.cell_type == "code" and c.source.strip()][:count]
+
+    def _record_prefix(self, nb, lead: list[str]) -> None:
+        """After a cold run: keep what the leading locked cells printed, for warm runs."""
+        cells = [nb.cells[i] for i in self._leading_code(nb, len(lead))]
+        if all(c.execution_count for c in cells) and not any(
+                o.output_type == "error" for c in cells for o in c.outputs):
+            if not self._record_to.exists():
+                Prefix(lead, [c.outputs for c in cells],
+                       [c.execution_count for c in cells]).save(self._record_to)
 
     async def _guard(self, call: str) -> str:
         """Run ``course.guard.<call>`` in the kernel, outside any cell; return its answer."""
@@ -103,24 +117,24 @@ class GradingExecute(Execute):
             return f"the tripwire could not run ({answer.get('ename', 'no reply')})"
         return answer["data"]["text/plain"].strip("'\"")
 
-    def _matching_prefix(self, nb, resources) -> dict[int, int]:
-        """Map cell index -> prefix position, if a zygote serves this notebook and its leading
-        code cells are exactly the locked cells the zygote ran; else {} (start cold)."""
-        self._prefix = self._zygote = None
+    def _matching_prefix(self, nb, resources, lead: list[str]) -> dict[int, int]:
+        """Map cell index -> prefix position when the notebook's leading code cells are exactly
+        the source's leading locked cells (``lead``) and a zygote that ran them serves this
+        notebook; else {}: start cold (and record the prefix's outputs if none are yet)."""
+        self._prefix = self._zygote = self._record_to = None
         info = (resources or {}).get("nbgrader", {})
-        if not self.warm_dir or "notebook" not in info:
+        leading = self._leading_code(nb, len(lead))
+        if not (self.warm_dir and lead and [nb.cells[i].source for i in leading] == lead):
             return {}
         path = prefix_file(Path(self.warm_dir), info["assignment"], info["notebook"])
         socket = path.with_name(f"{info['notebook']}.sock")
-        if not (path.exists() and socket.exists()):
+        if not path.exists():
+            self._record_to = path
             return {}
-        prefix = Prefix.load(path)
-        code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.source.strip()]
-        lead = code[:len(prefix.sources)]
-        if [nb.cells[i].source for i in lead] != prefix.sources:
+        if not socket.exists():
             return {}
-        self._prefix, self._zygote = prefix, str(socket)
-        return {index: position for position, index in enumerate(lead)}
+        self._prefix, self._zygote = Prefix.load(path), str(socket)
+        return {index: position for position, index in enumerate(leading)}
 
     async def async_start_new_kernel(self, **kwargs):
         await super().async_start_new_kernel(**kwargs)

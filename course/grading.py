@@ -17,7 +17,7 @@ from nbgrader.api import MissingEntry
 
 from .coursedir import Course
 from .jobs import Job, JobResult, run_job
-from .warm import start_zygotes
+from .warm import WarmUp
 
 GRADED, PARTIAL, FLAGGED, FAILED, MISSING = "graded", "partial", "flagged", "failed", "missing"
 STATUSES = (GRADED, PARTIAL, FLAGGED, FAILED, MISSING)
@@ -36,8 +36,6 @@ FAILURE_REASONS: list[tuple[str, str]] = [
     ("NotJSONError", "invalid notebook: not JSON"),
     ("ValidationError", "invalid notebook: does not match the notebook format"),
 ]
-
-WARM_UP_TIMEOUT = 300  # seconds for a zygote to run a lesson's leading cells
 
 CSV_FIELDS = ["assignment", "student_id", "status", "score", "max_score", "needs_manual_grade",
               "detail"]
@@ -228,8 +226,10 @@ def grade(
     with tempfile.TemporaryDirectory(prefix="course-grade-") as tmp:
         workdir = Path(tmp)
         jobs = []
-        for assignment in chosen:
-            for student in roster:
+        # Student by student, each assignment in turn: every notebook's first (cold) run, which
+        # records what its lesson printed for the warm runs, comes early.
+        for student in roster:
+            for assignment in chosen:
                 if not (course.root / "submitted" / student / assignment).is_dir():
                     done(Outcome(assignment, student, MISSING, "no submission"))
                 elif problem := check_submission_files(course, assignment, student):
@@ -243,16 +243,13 @@ def grade(
                 gb.update_or_create_student(student)
         shutil.copy2(course.gradebook, workdir / "gradebook.db")
         replay_api = course.api(replay_from=workdir)
-        zygotes = []
+        graded = sorted({job.assignment for job in jobs}) if warm else []
+        warm_up = WarmUp([course.root / "source" / a for a in graded], workdir / "warm")
         try:
-            for assignment in sorted({job.assignment for job in jobs} if warm else ()):
-                zygotes += start_zygotes(course.root / "source" / assignment, workdir / "warm",
-                                         WARM_UP_TIMEOUT)
             for result in _finished(jobs, workers, executor):
                 done(_record(course, replay_api, api, result))
         finally:
-            for zygote in zygotes:
-                zygote.stop()
+            warm_up.close()
     return [outcomes[(a, s)] for a in chosen for s in roster]
 
 

@@ -5,8 +5,8 @@ the first exercise, for every submission. A zygote does that once per notebook: 
 the kernel needs and runs the notebook's leading locked cells (the lesson up to the first exercise,
 instructor code only). Each submission's kernel is then forked from it: a process of its own that
 no other student's code has touched, which starts where a cold kernel would be after those cells.
-What those cells printed is recorded once, by running them in an ordinary kernel
-(`record_prefix`), and copied into each graded notebook (`course.execute.GradingExecute`).
+What those cells printed is recorded from the first submission graded cold (they ran before any
+student code there) and copied into each notebook graded warm (`course.execute.GradingExecute`).
 
     python -m course.warm SPEC.json   # serve forks on the Unix socket named in the spec
 """
@@ -28,21 +28,20 @@ from jupyter_client.manager import AsyncKernelManager
 from traitlets import Unicode
 
 
-QUIET_KERNEL = ["--HistoryManager.hist_file=:memory:", "--IPKernelApp.log_level=ERROR"]
-
-
 @dataclass
 class Prefix:
-    """A notebook's leading code cells, as the source has them, and what they printed."""
+    """A notebook's leading locked code cells, as the source has them, and what they printed in
+    a cold grading kernel (before any student code had run there)."""
 
     sources: list[str]
     outputs: list[list[dict]]
     execution_counts: list[int]
-    widgets: dict  # the notebook's widget state after them (nbclient's metadata.widgets)
 
-    def save(self, path: Path) -> Path:
-        path.write_text(json.dumps(asdict(self)))
-        return path
+    def save(self, path: Path) -> None:
+        """Write it once, atomically: concurrent jobs may record the same prefix."""
+        partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
+        partial.write_text(json.dumps(asdict(self)))
+        partial.rename(path)
 
     @classmethod
     def load(cls, path: Path) -> Prefix:
@@ -60,33 +59,6 @@ def prefix_sources(notebook: nbformat.NotebookNode) -> list[str]:
             break
         sources.append(cell.source)
     return sources
-
-
-def record_prefix(source_notebook: Path, workdir: Path, timeout: int) -> Prefix:
-    """Run the notebook's leading locked cells in an ordinary kernel, as autograde would."""
-    from nbclient import NotebookClient
-
-    nb = nbformat.read(source_notebook, as_version=4)
-    sources = prefix_sources(nb)
-    nb.cells = [nbformat.v4.new_code_cell(s) for s in sources]
-    env = {**os.environ, "NBGRADER_EXECUTION": "autograde"}
-    with _environ(env):
-        NotebookClient(nb, timeout=timeout, kernel_name="python3", extra_arguments=QUIET_KERNEL,
-                       resources={"metadata": {"path": str(workdir)}}).execute()
-    return Prefix(sources, [c.outputs for c in nb.cells], [c.execution_count for c in nb.cells],
-                  nb.metadata.get("widgets", {}))
-
-
-@contextlib.contextmanager
-def _environ(env: dict):
-    saved = dict(os.environ)
-    os.environ.clear()
-    os.environ.update(env)
-    try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
 
 
 # ---- the zygote ------------------------------------------------------------------------------
@@ -159,11 +131,14 @@ def serve(spec_path: Path) -> None:
     listener.bind(spec["socket"] + ".tmp")
     listener.listen(64)
     os.rename(spec["socket"] + ".tmp", spec["socket"])  # appears only once it accepts
-    while True:
+    listener.settimeout(1.0)
+    grader = os.getppid()
+    while os.getppid() == grader:  # the grader gone (even killed): stop serving
         try:
             conn, _ = listener.accept()
-        except InterruptedError:
+        except (InterruptedError, TimeoutError):
             continue
+        conn.settimeout(None)
         with conn:
             request = json.loads(conn.makefile().readline())
             pid = os.fork()
@@ -207,23 +182,29 @@ class Zygote:
             os.unlink(self.socket)
 
 
-def start_zygotes(source: Path, warm_dir: Path, timeout: int) -> list[Zygote]:
-    """Record the prefix of each notebook of one assignment (``source``) and start its zygote
-    under ``warm_dir``/<assignment>; a notebook whose zygote fails to start is graded cold."""
-    from .execute import prefix_file
+class WarmUp:
+    """A zygote for every notebook of some assignments, started in the background: grading
+    starts at once, and kernels start cold until their notebook's zygote is ready and a cold run
+    has recorded the prefix's outputs."""
 
-    zygotes = []
-    for notebook in sorted(source.glob("*.ipynb")):
-        path = prefix_file(warm_dir, source.name, notebook.stem)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        sources = prefix_sources(nbformat.read(notebook, as_version=4))
-        zygote = Zygote(sources, path.parent, notebook.stem, warm_dir / "zygotes.log")
-        record_prefix(notebook, path.parent, timeout).save(path)
-        zygotes.append(zygote)
-    for zygote in zygotes:
-        if not zygote.wait_ready(timeout):
+    def __init__(self, sources: list[Path], warm_dir: Path):
+        from .execute import prefix_file
+
+        self.zygotes = []
+        for source in sources:
+            for notebook in sorted(source.glob("*.ipynb")):
+                folder = prefix_file(warm_dir, source.name, notebook.stem).parent
+                lead = prefix_sources(nbformat.read(notebook, as_version=4))
+                self.zygotes.append(Zygote(lead, folder, notebook.stem, warm_dir / "zygotes.log"))
+
+    def wait(self, timeout: float = 300) -> None:
+        """Block until every zygote serves (or failed: its notebook is graded cold)."""
+        for zygote in self.zygotes:
+            zygote.wait_ready(timeout)
+
+    def close(self) -> None:
+        for zygote in self.zygotes:
             zygote.stop()
-    return zygotes
 
 
 # ---- the grader's side -----------------------------------------------------------------------
