@@ -2,6 +2,7 @@
 ready, warm) kernel, a total time limit, an output cap and kernel death noticed at once."""
 from __future__ import annotations
 
+import copy
 import os
 import shutil
 import tempfile
@@ -101,11 +102,25 @@ class GradingExecute(Execute):
     def _record_prefix(self, nb, lead: list[str]) -> None:
         """After a cold run: keep what the leading locked cells printed, for warm runs."""
         cells = [nb.cells[i] for i in self._leading_code(nb, len(lead))]
-        if all(c.execution_count for c in cells) and not any(
+        if self._prefix_widgets and all(c.execution_count for c in cells) and not any(
                 o.output_type == "error" for c in cells for o in c.outputs):
             if not self._record_to.exists():
-                Prefix(lead, [c.outputs for c in cells],
-                       [c.execution_count for c in cells]).save(self._record_to)
+                Prefix(lead, [c.outputs for c in cells], [c.execution_count for c in cells],
+                       *self._prefix_widgets).save(self._record_to)
+
+    def _widgets_after_prefix(self, index: int) -> None:
+        """Where the prefix ends, record (cold) or restore (warm) the widget models it made."""
+        if index != self._prefix_end:
+            return
+        if self._record_to is not None:
+            self._prefix_widgets = (copy.deepcopy(self.widget_state), {
+                comm: [[list(path), value] for path, value in buffers.items()]
+                for comm, buffers in self.widget_buffers.items()})
+        elif self._prefix is not None:
+            self.widget_state.update(copy.deepcopy(self._prefix.widget_state))
+            self.widget_buffers.update({
+                comm: {tuple(path): value for path, value in pairs}
+                for comm, pairs in self._prefix.widget_buffers.items()})
 
     async def _guard(self, call: str) -> str:
         """Run ``course.guard.<call>`` in the kernel, outside any cell; return its answer."""
@@ -121,9 +136,10 @@ class GradingExecute(Execute):
         """Map cell index -> prefix position when the notebook's leading code cells are exactly
         the source's leading locked cells (``lead``) and a zygote that ran them serves this
         notebook; else {}: start cold (and record the prefix's outputs if none are yet)."""
-        self._prefix = self._zygote = self._record_to = None
+        self._prefix = self._zygote = self._record_to = self._prefix_widgets = None
         info = (resources or {}).get("nbgrader", {})
         leading = self._leading_code(nb, len(lead))
+        self._prefix_end = leading[-1] if leading else None
         if not (self.warm_dir and lead and [nb.cells[i].source for i in leading] == lead):
             return {}
         path = prefix_file(Path(self.warm_dir), info["assignment"], info["notebook"])
@@ -160,6 +176,7 @@ class GradingExecute(Execute):
             position = self._replay[index]
             cell.outputs = [nbformat.from_dict(o) for o in self._prefix.outputs[position]]
             cell.execution_count = self._prefix.execution_counts[position]
+            self._widgets_after_prefix(index)
             return cell, resources
         if cell.cell_type != "code":
             return cell, resources
@@ -173,6 +190,7 @@ class GradingExecute(Execute):
             if (answer := run_sync(self._guard)("snapshot")) != "ok":
                 self._withheld.append(answer)
         cell, resources = self._execute(cell, resources, index)
+        self._widgets_after_prefix(index)
         if test and self._guarding and not self._withheld:
             if (answer := run_sync(self._guard)("check")) != "ok":
                 self._withheld.append(f"after test cell {index + 1}: {answer}")
@@ -214,8 +232,7 @@ class GradingExecute(Execute):
 
 def _withheld_output(reasons: list[str]) -> nbformat.NotebookNode:
     """The error a withheld test cell shows (and nbgrader scores as 0)."""
-    text = "; ".join(reasons)
-    return nbformat.v4.new_output(
-        "error", ename=WITHHELD, evalue=f"not graded automatically: {text}",
-        traceback=[f"{WITHHELD}: this test was not run because the notebook's code reaches for "
-                   f"the grading machinery ({text}). Your instructor will review it."])
+    message = ("this test was not run because the notebook's code reaches for the grading "
+               f"machinery ({'; '.join(reasons)}). Your instructor will review it.")
+    return nbformat.v4.new_output("error", ename=WITHHELD, evalue=message,
+                                  traceback=[f"{WITHHELD}: {message}"])

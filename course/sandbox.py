@@ -182,6 +182,9 @@ def enter(policy: Policy) -> list[str]:
         os.setgroups([])
         os.setgid(uid)
         os.setuid(uid)
+        # The cwd still pointed into the covered tree, where ../.. reaches what is hidden; enter
+        # the working copy again through the new view.
+        os.chdir(policy.workdir)
     home = policy.private
     os.environ.update(HOME=home, IPYTHONDIR=f"{home}/.ipython", MPLCONFIGDIR=f"{home}/.matplotlib",
                       TMPDIR=home, JUPYTER_RUNTIME_DIR=home)

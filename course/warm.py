@@ -36,6 +36,8 @@ class Prefix:
     sources: list[str]
     outputs: list[list[dict]]
     execution_counts: list[int]
+    widget_state: dict  # nbclient's widget models after them, for the notebook's metadata
+    widget_buffers: dict[str, list]  # comm id -> [[path, buffer], ...]
 
     def save(self, path: Path) -> None:
         """Write it once, atomically: concurrent jobs may record the same prefix."""
