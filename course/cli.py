@@ -6,7 +6,7 @@ import os
 import sys
 from pathlib import Path
 
-from . import demo, grading, release, report
+from . import demo, grading, release, report, sandbox
 from .coursedir import Course, CourseError
 from .progress import Progress
 
@@ -40,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
             for assignment in release.release(course, args.assignments):
                 print(f"released {assignment} -> {course.root / 'release' / assignment}")
         elif args.command == "grade":
+            if reason := sandbox.unavailable():
+                print(f"warning: kernels run with your rights, not sandboxed ({reason}); "
+                      "grade in a disposable container or VM", file=sys.stderr)
             bar: list[Progress] = []
             outcomes = grading.grade(
                 course, args.assignments, args.students,

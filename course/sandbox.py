@@ -154,6 +154,22 @@ def _isolate_files(policy: Policy) -> None:
         os.close(handle)
 
 
+def unavailable() -> str | None:
+    """Why kernels cannot get their own file view, network and uid here, or None if they can."""
+    if sys.platform != "linux" or os.geteuid() != 0:
+        return "grading does not run as root on Linux"
+    pid = os.fork()
+    if pid == 0:  # try in a throw-away child: unshare changes the caller for good
+        try:
+            _call("unshare", CLONE_NEWNS | CLONE_NEWNET)
+            os._exit(0)
+        except SandboxError as error:
+            os._exit(error.errno or 1)
+    status = os.waitpid(pid, 0)[1]
+    code = os.waitstatus_to_exitcode(status)
+    return None if code == 0 else f"namespaces are not allowed here ({os.strerror(code)})"
+
+
 def enter(policy: Policy) -> list[str]:
     """Sandbox the current process (which then runs the kernel); return what was not enforced."""
     missing = []

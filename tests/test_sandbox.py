@@ -1,0 +1,93 @@
+"""The kernel sandbox (course.sandbox), through its launcher: what a sandboxed process can see,
+reach and use. The grading tests (test_adversarial) check the same through real kernels."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from course import sandbox
+
+PROBE = """
+import os, socket, sys
+from pathlib import Path
+print("uid", os.getuid())
+print("cwd", os.getcwd())
+course = Path(sys.argv[1])
+print("course sees", sorted(p.name for p in course.iterdir()) if course.exists() else "nothing")
+try:
+    socket.create_connection(("127.0.0.1", 9), timeout=1)
+    print("network yes")
+except OSError as error:
+    print("network no", error.errno)
+try:
+    bytearray(6 * 1024**3)
+    print("memory yes")
+except MemoryError:
+    print("memory no")
+try:
+    Path(sys.argv[1], "written").write_text("x")
+    print("wrote course")
+except OSError:
+    print("no write to course")
+"""
+
+
+def _run(tmp_path: Path, isolate: bool = True) -> str:
+    course = tmp_path / "course"
+    (course / "source").mkdir(parents=True)
+    (course / "gradebook.db").write_text("secret")
+    workdir, private = tmp_path / "work", tmp_path / "private"
+    workdir.mkdir()
+    private.mkdir()
+    policy = sandbox.policy_for(course, workdir, private, isolate=isolate)
+    result = subprocess.run(
+        [sys.executable, "-m", "course.sandbox", policy.to_json(), "--",
+         sys.executable, "-c", PROBE, str(course)],
+        cwd=workdir, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+needs_root = pytest.mark.skipif(sandbox.unavailable() is not None,
+                                reason=f"no sandbox here: {sandbox.unavailable()}")
+
+
+def test_this_machine_can_sandbox():
+    """CI and the instructor's container run as root: the sandbox must be there."""
+    assert sandbox.unavailable() is None
+
+
+@needs_root
+def test_a_sandboxed_process_sees_only_its_working_copy(tmp_path):
+    out = _run(tmp_path)
+    uid = int(out.split("uid ")[1].split()[0])
+    assert uid >= sandbox.FIRST_UID
+    assert f"cwd {tmp_path / 'work'}" in out
+    assert "course sees []" in out or "course sees nothing" in out  # no source/, no gradebook
+    assert "network no" in out
+    assert "no write to course" in out and not (tmp_path / "course" / "written").exists()
+
+
+def test_limits_apply_without_isolation_too(tmp_path):
+    out = _run(tmp_path, isolate=False)
+    assert "memory no" in out  # 6 GiB is past the 4 GiB limit
+    assert "course sees ['gradebook.db', 'source']" in out  # the known-bad case: not isolated
+
+
+def test_a_policy_survives_its_json():
+    policy = sandbox.policy_for(Path("/srv/course"), Path("/tmp/w"), Path("/tmp/p"))
+    assert sandbox.Policy.from_json(policy.to_json()) == policy
+    assert "/srv/course" not in policy.keep and str(Path("/tmp").resolve()) in policy.hide
+
+
+def test_kill_uid_ends_every_process_of_a_kernel_uid(tmp_path):
+    if sandbox.unavailable() is not None:
+        pytest.skip("needs root")
+    uid = sandbox.FIRST_UID + 999_999
+    sleepers = [subprocess.Popen(["sleep", "60"], user=uid, group=uid, start_new_session=True)
+                for _ in range(3)]
+    sandbox.kill_uid(uid)
+    assert all(p.wait(timeout=10) == -9 for p in sleepers)
