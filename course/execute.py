@@ -202,7 +202,7 @@ class GradingExecute(Execute):
         remaining = self._deadline - time.monotonic()
         if remaining <= 0:
             raise SubmissionTimeout(
-                f"SubmissionTimeout: the notebook ran past its total limit of {self.total_timeout} s")
+                f"the notebook ran past its total time limit of {self.total_timeout} s")
         configured = self.timeout
         self.timeout = max(1, min(configured or remaining, int(remaining) + 1))
         self._cell_output_bytes = 0

@@ -49,10 +49,11 @@ def prepare(job: Job) -> Course:
     shutil.copytree(job.course_root / "source" / job.assignment, scratch / "source" / job.assignment)
     course = Course.at(scratch)
     shutil.copy2(job.gradebook, course.gradebook)
-    # Only the assignment's notebooks and the timestamp: a student's torch.py (or any other file)
-    # never lands beside the notebook, where the kernel would import it instead of the real one.
+    # Only the assignment's notebooks and nbgrader's own files (the submission time, the secret
+    # release_feedback checks): a student's torch.py (or any other file) never lands beside the
+    # notebook, where the kernel would import it instead of the real one.
     wanted = {p.name for p in (scratch / "source" / job.assignment).glob("*.ipynb")}
-    wanted.add("timestamp.txt")
+    wanted |= {"timestamp.txt", "submission_secret.txt"}
     submitted = job.course_root / "submitted" / job.student / job.assignment
     copy = scratch / "submitted" / job.student / job.assignment
     copy.mkdir(parents=True)

@@ -270,13 +270,16 @@ class SandboxedKernelManager(AsyncKernelManager):
     policy = Unicode("", help="the sandbox policy, as JSON")
 
     async def _async_launch_kernel(self, kernel_cmd: list[str], **kw) -> None:
-        if not self.zygote:
-            launcher = [sys.executable, "-m", "course.sandbox", self.policy, "--"]
-            return await super()._async_launch_kernel(launcher + kernel_cmd, **kw)
         # ipykernel's own arguments, without the interpreter and module that run it
         argv = kernel_cmd[kernel_cmd.index("-f"):]
-        pid = request_fork(self.zygote, {"argv": argv, "env": kw["env"], "cwd": kw["cwd"],
-                                         "policy": self.policy})
+        try:
+            pid = request_fork(self.zygote, {"argv": argv, "env": kw["env"], "cwd": kw["cwd"],
+                                             "policy": self.policy}) if self.zygote else None
+        except OSError:  # gone, or on another host (a shared folder): start cold instead
+            pid = None
+        if pid is None:
+            launcher = [sys.executable, "-m", "course.sandbox", self.policy, "--"]
+            return await super()._async_launch_kernel(launcher + kernel_cmd, **kw)
         provisioner = self.provisioner
         provisioner.process = ForkedProcess(pid)
         provisioner.pid = provisioner.pgid = pid  # the child made itself a group leader

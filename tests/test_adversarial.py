@@ -127,6 +127,7 @@ CLASS = {
     "patch_checks": ({"make_trainable": WRONG + "\nimport course.checks as c\n"
                       "c.expect = lambda *a, **k: None"}, None),
     "rebind_helper": ({"make_trainable": WRONG + "\nexpect_tensor = lambda *a, **k: None"}, None),
+    "patch_builtins": ({"make_trainable": WRONG + "\nisinstance = lambda *a: True"}, None),
     "hide_tracebacks": ({"make_trainable": WRONG + "\nget_ipython().showtraceback = print"}, None),
     "held_no_grad": ({"make_trainable": WRONG + HOLD_NO_GRAD}, None),
     "os_exit": ({"make_trainable": "import os\nos._exit(3)"}, None),
@@ -267,6 +268,7 @@ def test_moved_renamed_or_missing_cells_earn_nothing(graded, student):
     ("input_transformer", "uses get_ipython"),
     ("patch_checks", "imports course.checks"),
     ("rebind_helper", "rebinds expect_tensor"),
+    ("patch_builtins", "rebinds isinstance"),
     ("hide_tracebacks", "uses get_ipython"),
     ("held_no_grad", "torch grad mode"),  # allowed code: caught by the tripwire at run time
     ("fork_storm", "imports os"),
