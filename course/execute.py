@@ -18,7 +18,7 @@ from traitlets import Bool, Integer, Unicode
 from .codescan import scan_notebook, trusted_cells
 from .repair import source_notebook
 from .sandbox import Limits, kernel_uid, kill_uid, policy_for
-from .warm import Prefix, SandboxedKernelManager, prefix_sources
+from .warm import Prefix, SandboxedKernelManager, prefix_file, prefix_sources
 
 GUARD = "__import__('course.guard').guard"
 WITHHELD = "GradingWithheld"
@@ -26,11 +26,6 @@ WITHHELD = "GradingWithheld"
 
 class SubmissionTimeout(Exception):
     """The notebook ran past its total time limit."""
-
-
-def prefix_file(warm_dir: Path, assignment: str, notebook: str) -> Path:
-    """Where the recorded prefix of a notebook lies; its zygote's socket lies beside it."""
-    return Path(warm_dir) / assignment / f"{notebook}.prefix.json"
 
 
 class GradingExecute(Execute):
@@ -101,7 +96,7 @@ class GradingExecute(Execute):
 
     def _record_prefix(self, nb, lead: list[str]) -> None:
         """After a cold run: keep what the leading locked cells printed, for warm runs."""
-        cells = [nb.cells[i] for i in self._leading_code(nb, len(lead))]
+        cells = [nb.cells[i] for i in self._leading]
         if self._prefix_widgets and all(c.execution_count for c in cells) and not any(
                 o.output_type == "error" for c in cells for o in c.outputs):
             if not self._record_to.exists():
@@ -110,7 +105,7 @@ class GradingExecute(Execute):
 
     def _widgets_after_prefix(self, index: int) -> None:
         """Where the prefix ends, record (cold) or restore (warm) the widget models it made."""
-        if index != self._prefix_end:
+        if not self._leading or index != self._leading[-1]:
             return
         if self._record_to is not None:
             self._prefix_widgets = (copy.deepcopy(self.widget_state), {
@@ -138,8 +133,7 @@ class GradingExecute(Execute):
         notebook; else {}: start cold (and record the prefix's outputs if none are yet)."""
         self._prefix = self._zygote = self._record_to = self._prefix_widgets = None
         info = (resources or {}).get("nbgrader", {})
-        leading = self._leading_code(nb, len(lead))
-        self._prefix_end = leading[-1] if leading else None
+        leading = self._leading = self._leading_code(nb, len(lead))
         if not (self.warm_dir and lead and [nb.cells[i].source for i in leading] == lead):
             return {}
         path = prefix_file(Path(self.warm_dir), info["assignment"], info["notebook"])

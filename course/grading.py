@@ -56,13 +56,8 @@ class Outcome:
     cell_max: dict[str, float] = field(default_factory=dict)
 
 
-WORKER_FAILED = "grading worker failed"
-
-
 def classify_failure(log: str) -> str:
     """Name the reason nbgrader failed on a submission, from its log and traceback."""
-    if log.startswith(WORKER_FAILED):  # the grader's trouble, not the student's: say so as it is
-        return log.splitlines()[0][:300]
     for needle, reason in FAILURE_REASONS:
         if needle in log:
             return reason
@@ -120,7 +115,7 @@ def _scores(api, assignment: str, student: str) -> Outcome:
 
 def _record(course: Course, replay_api, api, result: JobResult) -> Outcome:
     """Write a finished job's grades into the real gradebook and its files into the course."""
-    problem = None if result.ok else classify_failure(result.log)
+    problem = None if result.ok else result.failure or classify_failure(result.log)
     if problem is None:
         merged = replay_api.autograde(result.assignment, result.student, force=True, create=True)
         if not merged["success"]:
@@ -177,8 +172,9 @@ def _finished(jobs: list[Job], workers: int, executor: Executor | None) -> Itera
                 yield future.result()
             except Exception as error:  # the worker itself failed: this job fails, the rest go on
                 job = futures[future]
-                yield JobResult(job.assignment, job.student, False,
-                                f"{WORKER_FAILED}: {type(error).__name__}: {error}", None)
+                reason = f"grading worker failed: {type(error).__name__}: {error}"
+                yield JobResult(job.assignment, job.student, False, reason, None,
+                                reason.splitlines()[0][:300])
     elif workers <= 1:
         yield from map(run_job, jobs)
     else:

@@ -32,6 +32,7 @@ class JobResult:
     ok: bool
     log: str  # nbgrader's log and traceback, for the failure reason
     feedback: Path | None  # <scratch>/feedback/<student>/<assignment>, None if not written
+    failure: str | None = None  # the grader's own trouble (not nbgrader's), said as it is
 
 
 def scratch_dir(workdir: Path, assignment: str, student: str) -> Path:

@@ -50,6 +50,11 @@ class Prefix:
         return cls(**json.loads(path.read_text()))
 
 
+def prefix_file(warm_dir: Path, assignment: str, notebook: str) -> Path:
+    """Where the recorded prefix of a notebook lies; its zygote's socket lies beside it."""
+    return Path(warm_dir) / assignment / f"{notebook}.prefix.json"
+
+
 def prefix_sources(notebook: nbformat.NotebookNode) -> list[str]:
     """The code cells before the first one a student may change (solution, test or unlocked)."""
     sources = []
@@ -190,8 +195,6 @@ class WarmUp:
     has recorded the prefix's outputs."""
 
     def __init__(self, sources: list[Path], warm_dir: Path):
-        from .execute import prefix_file
-
         self.zygotes = []
         for source in sources:
             for notebook in sorted(source.glob("*.ipynb")):
