@@ -24,7 +24,7 @@ c.Execute.extra_arguments = ["--HistoryManager.hist_file=:memory:", "--IPKernelA
 # Before nbgrader's own clean-up: every cell's grading metadata comes from the source, deleted
 # graded or locked cells are put back (forged or broken metadata would otherwise crash nbgrader).
 c.Autograde.sanitize_preprocessors = [
-    "course.repair.RestoreCells",
+    "course.grading.repair.RestoreCells",
     "nbgrader.preprocessors.ClearOutput",
     "nbgrader.preprocessors.DeduplicateIds",
     "nbgrader.preprocessors.OverwriteKernelspec",
@@ -34,7 +34,7 @@ c.Autograde.sanitize_preprocessors = [
 
 # nbgrader's autograde steps, with its Execute swapped for one that notices a dead kernel at once.
 c.Autograde.autograde_preprocessors = [
-    "course.execute.GradingExecute",
+    "course.grading.execute.GradingExecute",
     "nbgrader.preprocessors.IgnorePattern",
     "nbconvert.preprocessors.ClearMetadataPreprocessor",
     "nbgrader.preprocessors.LimitOutput",
@@ -43,7 +43,7 @@ c.Autograde.autograde_preprocessors = [
     "nbgrader.preprocessors.CheckCellMetadata",
 ]
 
-# Keep our record of tests withheld for tampering (course.execute) in the autograded notebook.
+# Keep our record of tests withheld for tampering (course.grading.execute) in the autograded notebook.
 c.ClearMetadataPreprocessor.preserve_nb_metadata_mask = {("language_info", "name"), "course"}
 
 # A test cell the student deleted is put back from the source and graded.
@@ -54,6 +54,6 @@ c.OverwriteCells.add_missing_cells = True
 c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.GetGrades",
     "nbgrader.preprocessors.ClearHiddenTests",
-    "course.feedback.ShortTestErrors",
+    "course.grading.feedback.ShortTestErrors",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 ]

@@ -5,7 +5,7 @@ submissions), grades the same class both ways in one run, checks that the grades
 and prints the times and the throughput ratio (median of --repeat runs). A benchmark, not a test:
 run it on demand on a quiet machine.
 
-    .venv/bin/python benchmarks/grading.py --students 20 --workers 2 --repeat 3
+    .venv/bin/python benchmarks/batch.py --students 20 --workers 2 --repeat 3
 """
 from __future__ import annotations
 
@@ -22,8 +22,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from course import grading, release  # noqa: E402
-from course.coursedir import CONFIG_FILE, Course  # noqa: E402
+from course import release  # noqa: E402
+from course.grading import batch  # noqa: E402
+from course.batch.coursedir import CONFIG_FILE, Course  # noqa: E402
 from course.submission import (  # noqa: E402
     answer_file, answer_names, build_submission, reference_answers, write_submission)
 

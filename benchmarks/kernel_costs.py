@@ -1,7 +1,7 @@
 """Benchmark: where the time of grading one notebook goes, with a cold kernel and a warm one.
 
 For each assignment, runs the source notebook (solutions and hidden tests) through the grading
-Execute step (`course.execute.GradingExecute`) twice: cold (a new Python, imports, the whole
+Execute step (`course.grading.execute.GradingExecute`) twice: cold (a new Python, imports, the whole
 lesson) and warm (forked from a zygote that ran the lesson's locked cells), and prints the median
 seconds of launching the kernel, the first cell (imports), the rest of the lesson before the first
 exercise, the exercises and tests, and waiting for the kernel to answer plus stopping it. A
@@ -26,8 +26,8 @@ from nbclient.util import run_sync
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from course.execute import GradingExecute  # noqa: E402
-from course.warm import WarmUp, prefix_sources  # noqa: E402
+from course.grading.execute import GradingExecute  # noqa: E402
+from course.grading.warm import WarmUp, prefix_sources  # noqa: E402
 
 # "ready+shutdown": waiting for the started kernel's first answer, and stopping it.
 PHASES = ["launch", "first cell", "rest of lesson", "exercises+tests", "ready+shutdown"]

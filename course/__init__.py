@@ -1,1 +1,6 @@
-"""autograd-course: helpers for the notebooks (checks, widgets) and the instructor's pipeline."""
+"""autograd-course.
+
+- `course.lesson`: what the notebooks import (checks, widgets); it runs in a student's kernel.
+- `course.grading`: the engine that grades submissions (jobs, sandboxed kernels, recording).
+- the modules at this level: the instructor's commands (`python -m course ...`) on top of both.
+"""

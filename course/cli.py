@@ -6,8 +6,9 @@ import os
 import sys
 from pathlib import Path
 
-from . import demo, grading, release, report, sandbox
-from .coursedir import Course, CourseError
+from . import demo, release, report
+from .grading import batch, sandbox
+from .grading.coursedir import Course, CourseError
 from .progress import Progress
 
 
@@ -44,10 +45,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"warning: kernels run with your rights, not sandboxed ({reason}); "
                       "grade in a disposable container or VM", file=sys.stderr)
             bar: list[Progress] = []
-            outcomes = grading.grade(
+            outcomes = batch.grade(
                 course, args.assignments, args.students,
                 on_start=lambda total: bar.append(Progress(total)),
-                on_outcome=lambda o: bar[0].update(o.status == grading.FAILED),
+                on_outcome=lambda o: bar[0].update(o.status == batch.FAILED),
                 workers=args.workers,
             )
             if bar:

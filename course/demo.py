@@ -5,8 +5,9 @@ import os
 import shutil
 from pathlib import Path
 
-from . import grading, release, report
-from .coursedir import CONFIG_FILE, Course
+from . import release, report
+from .grading import batch
+from .grading.coursedir import CONFIG_FILE, Course
 from .submission import answer_names, answer_file, build_submission, reference_answers, write_submission
 
 # Who is in the demo class and what each one hands in.
@@ -59,7 +60,7 @@ def make_scratch_course(repo: Course, scratch: Path) -> Course:
     return Course.at(scratch)
 
 
-def run_demo(repo: Course, scratch: Path, log=print) -> list[grading.Outcome]:
+def run_demo(repo: Course, scratch: Path, log=print) -> list[batch.Outcome]:
     """Release, hand in for the demo class, grade, and report where everything went."""
     course = make_scratch_course(repo, scratch)
     log(f"Scratch course: {course.root}")
@@ -69,7 +70,7 @@ def run_demo(repo: Course, scratch: Path, log=print) -> list[grading.Outcome]:
         log(f"  {student:5} {what}")
         for assignment in assignments:
             hand_in(course, student, assignment)
-    outcomes = grading.grade(course, assignments, students=DEMO_CLASS, workers=os.cpu_count() or 1)
+    outcomes = batch.grade(course, assignments, students=DEMO_CLASS, workers=os.cpu_count() or 1)
     log("")
     report.publish(course, outcomes, course.root / "grades.csv", log)
     return outcomes

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import shutil
 
-from .coursedir import Course, CourseError
+from .grading.coursedir import Course, CourseError
 
 
 def release(course: Course, assignments: list[str]) -> list[str]:

@@ -16,11 +16,11 @@ matplotlib.use("Agg")  # the report is written from the command line, never show
 import matplotlib.pyplot as plt  # noqa: E402
 import nbformat  # noqa: E402
 
-from .coursedir import Course  # noqa: E402
-from .feedback import short_error  # noqa: E402
-from .grading import (  # noqa: E402
+from .grading.coursedir import Course  # noqa: E402
+from .grading.feedback import short_error  # noqa: E402
+from .grading.batch import (  # noqa: E402
     FAILED, FLAGGED, GRADED, PARTIAL, STATUSES, Outcome, format_table, write_csv)
-from .widgets.base import PALETTE  # noqa: E402
+from .lesson.widgets.base import PALETTE  # noqa: E402
 
 TOP_MESSAGES = 5
 

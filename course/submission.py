@@ -10,7 +10,7 @@ from pathlib import Path
 
 import nbformat
 
-from .coursedir import Course
+from .grading.coursedir import Course
 
 ANSWERS_DIR = Path("fixtures") / "answers"
 _SOLUTION_BLOCK = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n", re.MULTILINE)

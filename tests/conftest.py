@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from course.coursedir import Course
+from course.grading.coursedir import Course
 
 from course_testing import REPO, copy_course
 

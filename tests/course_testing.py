@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 from course import release
-from course.coursedir import CONFIG_FILE, Course
+from course.grading.coursedir import CONFIG_FILE, Course
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course import grading
-from course.coursedir import Course
-from course.sandbox import FIRST_UID
+from course.grading import batch
+from course.batch.coursedir import Course
+from course.batch.sandbox import FIRST_UID
 from course.submission import build_submission, reference_answers, write_submission
 
 from course_testing import copy_course
@@ -124,7 +124,7 @@ CLASS = {
                        _forge_course_metadata),
     "input_transformer": ({"make_trainable": WRONG + "\nget_ipython().input_transformers_cleanup"
                            ".append(lambda lines: ['pass\\n'])"}, None),
-    "patch_checks": ({"make_trainable": WRONG + "\nimport course.checks as c\n"
+    "patch_checks": ({"make_trainable": WRONG + "\nimport course.lesson.checks as c\n"
                       "c.expect = lambda *a, **k: None"}, None),
     "rebind_helper": ({"make_trainable": WRONG + "\nexpect_tensor = lambda *a, **k: None"}, None),
     "patch_builtins": ({"make_trainable": WRONG + "\nisinstance = lambda *a: True"}, None),
@@ -209,7 +209,7 @@ def graded(tmp_path_factory):
         config.write("\nc.Execute.timeout = 10\nc.GradingExecute.total_timeout = 30\n")
     server, connections = _listen()
     _write_class(course, server.getsockname()[1])
-    outcomes = {o.student: o for o in grading.grade(course, [A], workers=2)}
+    outcomes = {o.student: o for o in batch.grade(course, [A], workers=2)}
     time.sleep(6)  # give a detached process time to do its worst
     server.close()
     return course, outcomes, connections
@@ -230,9 +230,9 @@ def test_every_student_has_an_explicit_status(graded):
     _, outcomes, _ = graded
     assert set(outcomes) == set(CLASS) | {"zero_bytes"}
     for o in outcomes.values():
-        assert o.status in grading.STATUSES
-        assert o.status == grading.GRADED or o.detail, f"{o.student}: {o.status} without a reason"
-        assert (o.score is None) == (o.status == grading.FAILED), o
+        assert o.status in batch.STATUSES
+        assert o.status == batch.GRADED or o.detail, f"{o.student}: {o.status} without a reason"
+        assert (o.score is None) == (o.status == batch.FAILED), o
 
 
 @pytest.mark.parametrize("student", ["honest", "unicode", "duplicated", "forged_points"])
@@ -240,7 +240,7 @@ def test_honest_work_gets_every_point(graded, student):
     """Including the honest student whose folder also holds a torch.py and a wrong extra copy."""
     _, outcomes, _ = graded
     assert (outcomes[student].status, outcomes[student].score, outcomes[student].max_score) == (
-        grading.GRADED, FULL, FULL)
+        batch.GRADED, FULL, FULL)
 
 
 @pytest.mark.parametrize("student", ["wrong", "edited_tests", "deleted_tests", "answer_as_test",
@@ -251,7 +251,7 @@ def test_changed_tests_and_metadata_earn_nothing(graded, student):
     notebook is graded."""
     course, outcomes, _ = graded
     o = outcomes[student]
-    assert (o.status, o.score, o.max_score) == (grading.GRADED, WRONG_SCORE, FULL), o
+    assert (o.status, o.score, o.max_score) == (batch.GRADED, WRONG_SCORE, FULL), o
     assert [_cells(course, student)[t] for t in MT_TESTS] == [0, 0]
 
 
@@ -259,14 +259,14 @@ def test_changed_tests_and_metadata_earn_nothing(graded, student):
 def test_moved_renamed_or_missing_cells_earn_nothing(graded, student):
     _, outcomes, _ = graded
     o = outcomes[student]
-    assert o.status in (grading.GRADED, grading.PARTIAL, grading.FAILED), o
+    assert o.status in (batch.GRADED, batch.PARTIAL, batch.FAILED), o
     assert o.score is None or (o.score <= WRONG_SCORE and o.max_score == FULL), o
 
 
 @pytest.mark.parametrize("student,reason", [
     ("patch_allclose", "writes the attribute torch.allclose"),
     ("input_transformer", "uses get_ipython"),
-    ("patch_checks", "imports course.checks"),
+    ("patch_checks", "imports course.lesson.checks"),
     ("rebind_helper", "rebinds expect_tensor"),
     ("patch_builtins", "rebinds isinstance"),
     ("hide_tracebacks", "uses get_ipython"),
@@ -278,7 +278,7 @@ def test_moved_renamed_or_missing_cells_earn_nothing(graded, student):
 def test_tampering_is_flagged_and_earns_no_automatic_points(graded, student, reason):
     course, outcomes, _ = graded
     o = outcomes[student]
-    assert o.status == grading.FLAGGED and reason in o.detail, o
+    assert o.status == batch.FLAGGED and reason in o.detail, o
     assert o.score == 0 and o.max_score == FULL
     assert "GradingWithheld" in _autograded(course, student)
     feedback = course.root / "feedback" / student / A / f"{A}.html"
@@ -294,7 +294,7 @@ def test_tampering_is_flagged_and_earns_no_automatic_points(graded, student, rea
 def test_broken_or_crashing_submissions_fail_with_a_reason(graded, student, reason):
     course, outcomes, _ = graded
     o = outcomes[student]
-    assert o.status == grading.FAILED and reason in o.detail, o
+    assert o.status == batch.FAILED and reason in o.detail, o
     with course.api().gradebook as gb:  # still on the roster, with no grade to mistake for a 0
         assert student in {s.id for s in gb.students}
 
@@ -339,14 +339,14 @@ def test_nothing_a_kernel_started_outlives_grading(graded):
 def test_regrading_is_idempotent_and_never_leaves_a_stale_grade(graded):
     course, first, _ = graded
     again = {"honest", "wrong", "patch_allclose", "held_no_grad", "zero_bytes"}
-    second = {o.student: o for o in grading.grade(course, [A], students=sorted(again), workers=2)}
+    second = {o.student: o for o in batch.grade(course, [A], students=sorted(again), workers=2)}
     for student in again:
         assert (second[student].status, second[student].score) == (
             first[student].status, first[student].score), student
     # A regrade that fails removes the earlier grade instead of keeping it.
     path = course.root / "submitted" / "wrong" / A / f"{A}.ipynb"
     path.write_text("{not json")
-    (failed,) = grading.grade(course, [A], students=["wrong"])
-    assert failed.status == grading.FAILED and failed.score is None
+    (failed,) = batch.grade(course, [A], students=["wrong"])
+    assert failed.status == batch.FAILED and failed.score is None
     with course.api().gradebook as gb:
         assert not [s for s in gb.assignment_submissions(A) if s.student.id == "wrong"]

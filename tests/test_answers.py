@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from course import grading
+from course.grading import batch
 from course.submission import answer_file, answer_names, build_submission, reference_answers, write_submission
 
 from course_testing import CONTRACT, REPO, copy_course
-from course.coursedir import Course
+from course.batch.coursedir import Course
 
 CASES = [
     (assignment, exercise)
@@ -34,9 +34,9 @@ def graded(tmp_path_factory):
     """``graded(assignment)``: outcomes by student for a class made of each answer file alone, the
     reference, and all-but-one-exercise; each assignment is graded once, when a test first asks."""
     course = copy_course(tmp_path_factory.mktemp("answers"), with_release=True)
-    cache: dict[str, dict[str, grading.Outcome]] = {}
+    cache: dict[str, dict[str, batch.Outcome]] = {}
 
-    def outcomes(assignment: str) -> dict[str, grading.Outcome]:
+    def outcomes(assignment: str) -> dict[str, batch.Outcome]:
         if assignment not in cache:
             refs = reference_answers(course, assignment)
             plans = {"reference": refs}
@@ -49,14 +49,14 @@ def graded(tmp_path_factory):
             for student, answers in plans.items():
                 nb = build_submission(course, assignment, answers)
                 write_submission(course, student, assignment, nb)
-            graded = grading.grade(course, [assignment], students=plans, workers=2)
+            graded = batch.grade(course, [assignment], students=plans, workers=2)
             cache[assignment] = {o.student: o for o in graded}
         return cache[assignment]
 
     return outcomes
 
 
-def points(outcome: grading.Outcome, exercise: str) -> tuple[float, float]:
+def points(outcome: batch.Outcome, exercise: str) -> tuple[float, float]:
     """Points earned and available in the test cells of ``exercise`` (grade ids test_<exercise>*)."""
     ids = [g for g in outcome.cell_max if g.startswith(f"test_{exercise}")]
     assert ids, f"no test cells for {exercise} in {outcome.assignment}"
@@ -75,7 +75,7 @@ def test_every_exercise_has_two_correct_and_two_wrong_answers(repo_course):
 @pytest.mark.parametrize("assignment", list(CONTRACT))
 def test_reference_solution_gets_full_marks(graded, assignment):
     outcome = graded(assignment)["reference"]
-    assert outcome.status == grading.GRADED, outcome.detail
+    assert outcome.status == batch.GRADED, outcome.detail
     assert outcome.score == outcome.max_score > 0
 
 
@@ -92,7 +92,7 @@ def test_exercise_points_need_its_own_answer(graded, assignment, exercise):
 def test_answer_file_grades_as_named(graded, assignment, exercise, name):
     """correct_* files earn every point of their exercise; wrong_* files lose at least one."""
     outcome = graded(assignment)[_student(exercise, name)]
-    assert outcome.status == grading.GRADED, outcome.detail
+    assert outcome.status == batch.GRADED, outcome.detail
     earned, available = points(outcome, exercise)
     if name.startswith("correct_"):
         assert earned == available, f"correct answer got {earned}/{available}"

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from course.checks import (
+from course.lesson.checks import (
     CheckFailed,
     expect,
     expect_close,

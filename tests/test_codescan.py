@@ -1,4 +1,4 @@
-"""The static scan of student code (course.codescan): every correct answer passes it; every way of
+"""The static scan of student code (course.grading.codescan): every correct answer passes it; every way of
 reaching for the grading machinery we could think of is found, each with a reason a reviewer can
 read."""
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from course.codescan import scan_notebook, scan_source, trusted_cells
+from course.grading.codescan import scan_notebook, scan_source, trusted_cells
 
 from course_testing import CONTRACT, REPO
 
@@ -37,7 +37,7 @@ ATTACKS = {
     "patch torch": ("torch.allclose = lambda *a, **k: True", "writes the attribute torch.allclose"),
     "patch through an alias": ("t = torch\nt.equal = lambda *a: True", "writes the attribute t.equal"),
     "patch a method": ("torch.Tensor.sub = lambda *a: 0", "writes the attribute torch.Tensor.sub"),
-    "patch a check helper": ("import course.checks", "imports course.checks"),
+    "patch a check helper": ("import course.lesson.checks", "imports course.lesson.checks"),
     "rebind a check helper": ("expect_close = lambda *a, **k: None", "rebinds expect_close"),
     "rebind a builtin": ("isinstance = lambda *a: True", "rebinds isinstance"),
     "rebind from a function": ("def f():\n    global expect\n    expect = print", "rebinds expect"),

@@ -8,8 +8,8 @@ from concurrent.futures import Executor, Future, ThreadPoolExecutor
 import distributed
 import pytest
 
-from course import grading
-from course.coursedir import Course
+from course.grading import batch
+from course.batch.coursedir import Course
 from course.submission import build_submission, reference_answers, write_submission
 
 from course_testing import copy_course
@@ -58,16 +58,16 @@ def graded_on_dask(tmp_path_factory, dask_client):
     course = copy_course(tmp_path_factory.mktemp("dask") / "course", with_release=True)
     _class(course)
     with distributed.get_task_stream(dask_client) as stream:
-        outcomes = grading.grade(course, [ASSIGNMENT], executor=dask_client.get_executor())
+        outcomes = batch.grade(course, [ASSIGNMENT], executor=dask_client.get_executor())
     return course, {o.student: o for o in outcomes}, stream.data
 
 
 def test_every_student_has_an_outcome_with_its_status(graded_on_dask):
     _, outcomes, _ = graded_on_dask
     assert sorted(outcomes) == ["broken", "right", "wrong"]
-    assert outcomes["right"].status == grading.GRADED, outcomes["right"].detail
-    assert outcomes["wrong"].status == grading.GRADED, outcomes["wrong"].detail
-    assert outcomes["broken"].status == grading.FAILED
+    assert outcomes["right"].status == batch.GRADED, outcomes["right"].detail
+    assert outcomes["wrong"].status == batch.GRADED, outcomes["wrong"].detail
+    assert outcomes["broken"].status == batch.FAILED
     assert outcomes["broken"].detail.startswith("invalid notebook"), outcomes["broken"].detail
 
 
@@ -139,7 +139,7 @@ def worker_failure(tmp_path_factory):
     write_submission(course, "unlucky", ASSIGNMENT, build_submission(course, ASSIGNMENT, refs))
     executor = FailsFor("unlucky")
     try:
-        outcomes = grading.grade(course, [ASSIGNMENT], executor=executor)
+        outcomes = batch.grade(course, [ASSIGNMENT], executor=executor)
     finally:
         executor.shutdown()
     return course, {o.student: o for o in outcomes}
@@ -147,11 +147,11 @@ def worker_failure(tmp_path_factory):
 
 def test_a_failed_worker_fails_its_student_and_the_batch_goes_on(worker_failure):
     course, outcomes = worker_failure
-    assert outcomes["unlucky"].status == grading.FAILED
+    assert outcomes["unlucky"].status == batch.FAILED
     assert outcomes["unlucky"].score is None
-    assert outcomes["right"].status == grading.GRADED
+    assert outcomes["right"].status == batch.GRADED
     assert outcomes["right"].score == outcomes["right"].max_score
-    assert outcomes["broken"].status == grading.FAILED
+    assert outcomes["broken"].status == batch.FAILED
     assert "unlucky" not in _cell_scores(course)
     assert (course.root / "feedback" / "right" / ASSIGNMENT / f"{ASSIGNMENT}.html").is_file()
 

@@ -8,8 +8,9 @@ import re
 
 import pytest
 
-from course import demo, grading
-from course.coursedir import Course
+from course import demo
+from course.grading import batch
+from course.batch.coursedir import Course
 
 from course_testing import CONTRACT, REPO
 
@@ -34,15 +35,15 @@ def test_statuses_and_scores(demo_run, assignment):
     _, outcomes, _ = demo_run
     get = lambda s: outcomes[(assignment, s)]  # noqa: E731
     for student in ("ada", "cleo"):
-        assert get(student).status == grading.GRADED, get(student).detail
+        assert get(student).status == batch.GRADED, get(student).detail
         assert get(student).score == get(student).max_score > 0
-    assert get("ben").status == grading.GRADED
+    assert get("ben").status == batch.GRADED
     assert get("ben").score < get("ben").max_score
-    assert get("dan").status == grading.GRADED and get("dan").score == 0
-    assert get("eva").status == grading.FAILED
+    assert get("dan").status == batch.GRADED and get("dan").score == 0
+    assert get("eva").status == batch.FAILED
     assert get("eva").detail.startswith("invalid notebook:") and get("eva").score is None
     if assignment in LAST:
-        assert get("finn").status == grading.MISSING
+        assert get("finn").status == batch.MISSING
     else:
         assert get("finn").score == get("finn").max_score
 
@@ -56,7 +57,7 @@ def test_table_csv_and_feedback_are_where_the_demo_says(demo_run):
     assert len(rows) == len(outcomes)
     for (assignment, student), outcome in outcomes.items():
         feedback = scratch / "feedback" / student / assignment / f"{assignment}.html"
-        assert feedback.is_file() == (outcome.status == grading.GRADED), (student, assignment)
+        assert feedback.is_file() == (outcome.status == batch.GRADED), (student, assignment)
 
 
 def test_report_shows_statuses_failures_and_common_messages(demo_run):

@@ -1,5 +1,5 @@
 """Why a submission failed, named from nbgrader's log in words an instructor can act on."""
-from course.grading import classify_failure
+from course.grading.batch import classify_failure
 
 
 def test_known_failures_are_named():

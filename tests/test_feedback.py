@@ -2,7 +2,7 @@
 import nbformat
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
-from course.feedback import STUB_HINT, ShortTestErrors, short_error
+from course.grading.feedback import STUB_HINT, ShortTestErrors, short_error
 
 
 def _cell(grade: bool, solution: bool = False):

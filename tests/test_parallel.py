@@ -13,8 +13,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course import grading
-from course.coursedir import Course
+from course.grading import batch
+from course.batch.coursedir import Course
 from course.submission import build_submission, reference_answers, write_submission
 
 from course_testing import copy_course
@@ -51,7 +51,7 @@ def two_courses(tmp_path_factory):
     for command in (["autograde", ASSIGNMENT], ["generate_feedback", ASSIGNMENT]):
         subprocess.run([sys.executable, "-m", "nbgrader", *command], cwd=base.root, env=_env(),
                        capture_output=True, text=True, timeout=900)
-    outcomes = grading.grade(ours, [ASSIGNMENT], workers=2)
+    outcomes = batch.grade(ours, [ASSIGNMENT], workers=2)
     return base, ours, {o.student: o for o in outcomes}
 
 
@@ -93,16 +93,16 @@ def test_statuses_name_what_happened(two_courses):
     _, _, outcomes = two_courses
     assert outcomes["reference"].score == outcomes["reference"].max_score
     for student in ("stub", "wrong", "loops"):
-        assert outcomes[student].status == grading.GRADED
+        assert outcomes[student].status == batch.GRADED
         assert outcomes[student].score < outcomes[student].max_score
-    assert outcomes["exits"].status == grading.FAILED and "kernel died" in outcomes["exits"].detail
-    assert outcomes["stubborn"].status == grading.FAILED and "timeout" in outcomes["stubborn"].detail
+    assert outcomes["exits"].status == batch.FAILED and "kernel died" in outcomes["exits"].detail
+    assert outcomes["stubborn"].status == batch.FAILED and "timeout" in outcomes["stubborn"].detail
 
 
 def test_same_grades_as_stock_nbgrader(two_courses):
     stock, ours, outcomes = two_courses
     stock_scores, our_scores = _cell_scores(stock), _cell_scores(ours)
-    graded = sorted(s for s, o in outcomes.items() if o.status == grading.GRADED)
+    graded = sorted(s for s, o in outcomes.items() if o.status == batch.GRADED)
     assert graded == ["loops", "reference", "stub", "wrong"]
     for student in graded:
         assert our_scores[student] == stock_scores[student], student

@@ -1,4 +1,4 @@
-"""The kernel sandbox (course.sandbox), through its launcher: what a sandboxed process can see,
+"""The kernel sandbox (course.grading.sandbox), through its launcher: what a sandboxed process can see,
 reach and use. The grading tests (test_adversarial) check the same through real kernels."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from course import sandbox
+from course.grading import sandbox
 
 PROBE = """
 import os, socket, sys
@@ -44,7 +44,7 @@ def _run(tmp_path: Path, isolate: bool = True) -> str:
     private.mkdir()
     policy = sandbox.policy_for(course, workdir, private, isolate=isolate)
     result = subprocess.run(
-        [sys.executable, "-m", "course.sandbox", policy.to_json(), "--",
+        [sys.executable, "-m", "course.grading.sandbox", policy.to_json(), "--",
          sys.executable, "-c", PROBE, str(course)],
         cwd=workdir, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr

@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from course.widgets.accumulation import (  # noqa: E402
+from course.lesson.widgets.accumulation import (  # noqa: E402
     accumulation_data,
     plot_accumulation,
     readout,

@@ -12,8 +12,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from course.widgets import cost  # noqa: E402
-from course.widgets.base import PALETTE  # noqa: E402
+from course.lesson.widgets import cost  # noqa: E402
+from course.lesson.widgets.base import PALETTE  # noqa: E402
 
 
 @pytest.fixture

@@ -10,9 +10,9 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch  # noqa: E402
 
-from course.widgets import graph  # noqa: E402
-from course.widgets.base import PALETTE  # noqa: E402
-from course.widgets.graph import LEAF, OP, graph_data, plot_graph, readout  # noqa: E402
+from course.lesson.widgets import graph  # noqa: E402
+from course.lesson.widgets.base import PALETTE  # noqa: E402
+from course.lesson.widgets.graph import LEAF, OP, graph_data, plot_graph, readout  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

@@ -11,8 +11,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from course.widgets.base import PALETTE  # noqa: E402
-from course.widgets.tangent import plot_tangent, readout, show_tangent, tangent_data  # noqa: E402
+from course.lesson.widgets.base import PALETTE  # noqa: E402
+from course.lesson.widgets.tangent import plot_tangent, readout, show_tangent, tangent_data  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

@@ -11,9 +11,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from course.widgets import training  # noqa: E402
-from course.widgets.base import PALETTE  # noqa: E402
-from course.widgets.training import (  # noqa: E402
+from course.lesson.widgets import training  # noqa: E402
+from course.lesson.widgets.base import PALETTE  # noqa: E402
+from course.lesson.widgets.training import (  # noqa: E402
     VARIANTS,
     plot_training,
     readout,

@@ -106,7 +106,7 @@ def _make_home(home: Path) -> dict[str, str]:
         (user_settings / plugin).mkdir(parents=True, exist_ok=True)
         (user_settings / plugin / f"{name}.jupyterlab-settings").write_text(json.dumps(values))
     env = dict(os.environ)
-    # Widgets draw nothing when nbgrader's execution flag is set (course.widgets.base.headless).
+    # Widgets draw nothing when nbgrader's execution flag is set (course.lesson.widgets.base.headless).
     for name in ("NBGRADER_EXECUTION", "MPLBACKEND", "JUPYTER_PATH", "JUPYTERLAB_DIR",
                  "JUPYTERLAB_SETTINGS_DIR", "JUPYTERLAB_WORKSPACES_DIR"):
         env.pop(name, None)

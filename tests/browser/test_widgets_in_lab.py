@@ -22,7 +22,7 @@ pytestmark = pytest.mark.browser
 
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted(REPO.glob("release/*/*.ipynb"))
-WIDGETS_PACKAGE = REPO / "course" / "widgets"
+WIDGETS_PACKAGE = REPO / "course" / "lesson" / "widgets"
 
 # What the course plan promises in each notebook, on top of what the notebooks themselves call
 # (so a widget cell deleted from both source and release still fails here).
@@ -40,7 +40,7 @@ SHOW_CALL = re.compile(r"\b(show_\w+)\s*\(")
 
 
 def widget_titles() -> dict[str, str]:
-    """``show_*`` function -> the title its widget shows, read from course/widgets/*.py.
+    """``show_*`` function -> the title its widget shows, read from course/lesson/widgets/*.py.
 
     Every course widget is built by ``interactive_plot(controls, draw, title)``.
     """
@@ -80,7 +80,7 @@ def expected_widgets(notebook: Path, titles: dict[str, str]) -> dict[str, str]:
     unknown = sorted(call for call in calls if call not in titles)
     if unknown:
         fail(f"{name}: expected widgets {unknown} are not built by interactive_plot(..., title) in "
-             f"course/widgets/*.py (found {sorted(titles)})")
+             f"course/lesson/widgets/*.py (found {sorted(titles)})")
     return {call: titles[call] for call in sorted(calls)}
 
 

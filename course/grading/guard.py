@@ -1,6 +1,6 @@
 """A tripwire inside the grading kernel: has anything the checks rely on been changed?
 
-The grader (`course.execute.GradingExecute`) calls `snapshot()` before the first cell a student
+The grader (`course.grading.execute.GradingExecute`) calls `snapshot()` before the first cell a student
 could have written, and `check()` after every test cell, through the kernel protocol's
 user_expressions (never through a notebook cell). `check()` answers "ok" or names what changed:
 functions of torch, torch.Tensor, torch.nn.functional, torch.autograd, builtins and the course's
@@ -9,7 +9,7 @@ trace, profile, display and exception hooks and import machinery; IPython's inpu
 transformers, event callbacks and traceback display; and the imported helpers the lesson bound.
 
 It runs in the student's process, so it is a tripwire, not a wall: the static scan
-(`course.codescan`) keeps student code from reaching what it would take to fool it.
+(`course.grading.codescan`) keeps student code from reaching what it would take to fool it.
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def _state() -> dict[str, object]:
     from IPython import get_ipython
     from torch.nn.modules import module
 
-    import course.checks
+    import course.lesson.checks
 
     state: dict[str, object] = {}
     for name, namespace in [("torch", vars(torch)), ("torch.Tensor", vars(torch.Tensor)),
@@ -39,7 +39,7 @@ def _state() -> dict[str, object]:
                             ("torch.autograd", vars(torch.autograd)),
                             ("torch.nn.Module", vars(torch.nn.Module)),
                             ("builtins", vars(builtins)), ("math", vars(math)),
-                            ("course.checks", vars(course.checks))]:
+                            ("course.lesson.checks", vars(course.lesson.checks))]:
         state.update(_entries(name, namespace))
     state.update({
         "torch grad mode": torch.is_grad_enabled(),
@@ -55,7 +55,7 @@ def _state() -> dict[str, object]:
         "sys.displayhook": sys.displayhook, "sys.excepthook": sys.excepthook,
         "sys.meta_path": tuple(sys.meta_path), "sys.path_hooks": tuple(sys.path_hooks),
         "sys.modules": tuple(sys.modules.get(m) for m in
-                             ("torch", "builtins", "math", "course", "course.checks")),
+                             ("torch", "builtins", "math", "course", "course.lesson.checks")),
     })
     shell = get_ipython()
     if shell is not None:

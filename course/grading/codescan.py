@@ -13,7 +13,7 @@ the plain Python and PyTorch an exercise needs, so that it has no handle on the 
   through which a returned value could answer a check; no global PyTorch switches or hooks.
 
 It is an allow-list where it can be (imports, attribute writes), so tricks nobody wrote down are
-refused too; what remains is checked at run time by `course.guard`. A finding withholds the
+refused too; what remains is checked at run time by `course.grading.guard`. A finding withholds the
 notebook's automatic points for the instructor to review; it never crashes grading.
 """
 from __future__ import annotations

@@ -20,7 +20,7 @@ from .repair import source_notebook
 from .sandbox import Limits, kernel_uid, kill_uid, policy_for
 from .warm import Prefix, SandboxedKernelManager, prefix_file, prefix_sources
 
-GUARD = "__import__('course.guard').guard"
+GUARD = "__import__('course.grading.guard').grading.guard"
 WITHHELD = "GradingWithheld"
 
 
@@ -31,9 +31,9 @@ class SubmissionTimeout(Exception):
 class GradingExecute(Execute):
     """nbgrader's Execute, with:
 
-    - each kernel in a sandbox (`course.sandbox`): only its working copy in reach, limits on
+    - each kernel in a sandbox (`course.grading.sandbox`): only its working copy in reach, limits on
       memory, CPU, processes and file size;
-    - a warm start where a zygote serves this notebook (`course.warm`) and the notebook's leading
+    - a warm start where a zygote serves this notebook (`course.grading.warm`) and the notebook's leading
       code cells are the locked ones it ran: those cells are not run again, their recorded
       outputs are copied in;
     - a total time limit for the notebook, besides nbgrader's per-cell one;
@@ -41,8 +41,8 @@ class GradingExecute(Execute):
     - a kernel that exits (``os._exit``, a segfault, the memory limit) reported as dead within a
       second, not as a late cell timeout. nbclient asks the kernel *client* whether the kernel
       lives, which without a heartbeat always says yes; the kernel *manager* knows;
-    - tampering withheld: if the static scan (`course.codescan`) finds student code reaching for
-      the grading machinery, or the tripwire (`course.guard`) finds it changed after a test cell,
+    - tampering withheld: if the static scan (`course.grading.codescan`) finds student code reaching for
+      the grading machinery, or the tripwire (`course.grading.guard`) finds it changed after a test cell,
       that test cell and every later one get an error output instead of a result, so nbgrader
       scores them 0 and the student sees why. The reasons go to the notebook's metadata
       (``course.withheld``) for the grader's report; the instructor can review and override.
@@ -81,7 +81,7 @@ class GradingExecute(Execute):
 
     def _scan(self, nb, resources) -> tuple[set[str], list, list[str]]:
         """The assignment's trusted cell sources, what the static scan finds in the rest, and
-        the source's leading locked cells (`course.warm.prefix_sources`)."""
+        the source's leading locked cells (`course.grading.warm.prefix_sources`)."""
         source = source_notebook(resources or {})
         if not source.is_file():
             self.log.warning("no source notebook at %s: student code is not scanned", source)
@@ -118,7 +118,7 @@ class GradingExecute(Execute):
                 for comm, pairs in self._prefix.widget_buffers.items()})
 
     async def _guard(self, call: str) -> str:
-        """Run ``course.guard.<call>`` in the kernel, outside any cell; return its answer."""
+        """Run ``course.grading.guard.<call>`` in the kernel, outside any cell; return its answer."""
         msg_id = self.kc.execute("", silent=True, store_history=False,
                                  user_expressions={"guard": f"{GUARD}.{call}()"})
         reply = await self.async_wait_for_reply(msg_id)

@@ -15,11 +15,12 @@ from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Unicode
 from traitlets.utils.importstring import import_item
 
+from .coursedir import Course
 from .jobs import scratch_dir
 
 
 def executed_notebook(workdir: Path, assignment: str, student: str, notebook: str) -> Path:
-    """Where a job (see `course.jobs`) leaves the executed copy of one notebook."""
+    """Where a job (see `course.grading.jobs`) leaves the executed copy of one notebook."""
     return (scratch_dir(workdir, assignment, student) / "autograded" / student / assignment
             / f"{notebook}.ipynb")
 
@@ -54,3 +55,13 @@ def replay_preprocessors(configured: list | None = None) -> list:
     steps = configured or Autograde.class_traits()["autograde_preprocessors"].default()
     classes = [import_item(pp) if isinstance(pp, str) else pp for pp in steps]
     return [ReplayOutputs if issubclass(pp, Execute) else pp for pp in classes]
+
+
+def replay_api(course: Course, workdir: Path):
+    """An ``NbGraderAPI`` whose autograde runs no kernel: it records the outputs that grading
+    jobs left under ``workdir``."""
+    config = course.config()
+    configured = config.Autograde.get("autograde_preprocessors")
+    config.Autograde.autograde_preprocessors = replay_preprocessors(configured)
+    config.ReplayOutputs.workdir = str(workdir)
+    return course.api(config)

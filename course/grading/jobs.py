@@ -4,7 +4,7 @@ A job gets the course's config, one assignment's source, a snapshot of the grade
 student's submission, and runs nbgrader's own autograde and feedback on them in a private scratch
 course. It leaves the executed notebooks there and returns where the feedback pages are. The
 caller then records the grades in the one real gradebook by replaying the executed outputs
-through nbgrader (`course.replay`), so the gradebook is only ever written from one process.
+through nbgrader (`course.grading.replay`), so the gradebook is only ever written from one process.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ class Job:
     student: str
     gradebook: Path  # a snapshot of the course gradebook, copied, never written
     workdir: Path  # the job's own scratch course is made under it
-    warm_dir: Path | None = None  # zygotes to fork kernels from (`course.warm`); None: cold
+    warm_dir: Path | None = None  # zygotes to fork kernels from (`course.grading.warm`); None: cold
 
 
 @dataclass(frozen=True)

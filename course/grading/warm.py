@@ -6,9 +6,9 @@ the kernel needs and runs the notebook's leading locked cells (the lesson up to 
 instructor code only). Each submission's kernel is then forked from it: a process of its own that
 no other student's code has touched, which starts where a cold kernel would be after those cells.
 What those cells printed is recorded from the first submission graded cold (they ran before any
-student code there) and copied into each notebook graded warm (`course.execute.GradingExecute`).
+student code there) and copied into each notebook graded warm (`course.grading.execute.GradingExecute`).
 
-    python -m course.warm SPEC.json   # serve forks on the Unix socket named in the spec
+    python -m course.grading.warm SPEC.json   # serve forks on the Unix socket named in the spec
 """
 from __future__ import annotations
 
@@ -169,7 +169,7 @@ class Zygote:
         spec = folder / f"{name}.zygote.json"
         spec.write_text(json.dumps({"socket": self.socket, "sources": sources}))
         with log.open("ab") as out:
-            self.process = subprocess.Popen([sys.executable, "-m", "course.warm", str(spec)],
+            self.process = subprocess.Popen([sys.executable, "-m", "course.grading.warm", str(spec)],
                                             cwd=folder, stdout=out, stderr=out,
                                             stdin=subprocess.DEVNULL)
 
@@ -266,7 +266,7 @@ class ForkedProcess:
 
 
 class SandboxedKernelManager(AsyncKernelManager):
-    """Starts the kernel sandboxed (`course.sandbox`): forked from a zygote when ``zygote`` names
+    """Starts the kernel sandboxed (`course.grading.sandbox`): forked from a zygote when ``zygote`` names
     one, else cold through the sandbox launcher."""
 
     zygote = Unicode("", help="socket of the zygote to fork from; empty: start cold")
@@ -281,7 +281,7 @@ class SandboxedKernelManager(AsyncKernelManager):
         except OSError:  # gone, or on another host (a shared folder): start cold instead
             pid = None
         if pid is None:
-            launcher = [sys.executable, "-m", "course.sandbox", self.policy, "--"]
+            launcher = [sys.executable, "-m", "course.grading.sandbox", self.policy, "--"]
             return await super()._async_launch_kernel(launcher + kernel_cmd, **kw)
         provisioner = self.provisioner
         provisioner.process = ForkedProcess(pid)

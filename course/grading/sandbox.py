@@ -11,7 +11,7 @@ Where the machine allows it (Linux, as root or with CAP_SYS_ADMIN), also:
   given, signal the grader, or use up another kernel's process quota.
 
 `enter` applies a `Policy` to the current process (a kernel forked from a warm zygote);
-``python -m course.sandbox POLICY -- CMD...`` applies it and execs CMD (a kernel started cold).
+``python -m course.grading.sandbox POLICY -- CMD...`` applies it and execs CMD (a kernel started cold).
 """
 from __future__ import annotations
 
@@ -208,7 +208,7 @@ def enter(policy: Policy) -> list[str]:
 
 
 def main(argv: list[str]) -> None:
-    """``python -m course.sandbox POLICY_JSON -- CMD...``: sandbox, then become CMD."""
+    """``python -m course.grading.sandbox POLICY_JSON -- CMD...``: sandbox, then become CMD."""
     split = argv.index("--")
     for problem in enter(Policy.from_json(argv[split - 1])):
         print(f"sandbox: {problem}", file=sys.stderr)

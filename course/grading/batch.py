@@ -17,6 +17,7 @@ from nbgrader.api import MissingEntry
 
 from .coursedir import Course
 from .jobs import Job, JobResult, run_job
+from .replay import replay_api
 from .warm import WarmUp
 
 GRADED, PARTIAL, FLAGGED, FAILED, MISSING = "graded", "partial", "flagged", "failed", "missing"
@@ -113,11 +114,11 @@ def _scores(api, assignment: str, student: str) -> Outcome:
                    cell_scores, cell_max)
 
 
-def _record(course: Course, replay_api, api, result: JobResult) -> Outcome:
+def _record(course: Course, recorder, api, result: JobResult) -> Outcome:
     """Write a finished job's grades into the real gradebook and its files into the course."""
     problem = None if result.ok else result.failure or classify_failure(result.log)
     if problem is None:
-        merged = replay_api.autograde(result.assignment, result.student, force=True, create=True)
+        merged = recorder.autograde(result.assignment, result.student, force=True, create=True)
         if not merged["success"]:
             problem = "error: the executed notebook could not be recorded: " + classify_failure(
                 f"{merged.get('log', '')}\n{merged.get('error') or ''}")
@@ -140,7 +141,7 @@ def _record(course: Course, replay_api, api, result: JobResult) -> Outcome:
 
 
 def _withheld(course: Course, assignment: str, student: str) -> str:
-    """Why grading withheld tests of this submission (`course.execute`), or ''."""
+    """Why grading withheld tests of this submission (`course.grading.execute`), or ''."""
     reasons = []
     for path in sorted((course.root / "autograded" / student / assignment).glob("*.ipynb")):
         found = nbformat.read(path, as_version=4).metadata.get("course", {}).get("withheld")
@@ -196,8 +197,8 @@ def grade(
 ) -> list[Outcome]:
     """Grade every student on the roster (gradebook ∪ submitted/) for each assignment.
 
-    Submissions are graded as independent jobs (`course.jobs`), ``workers`` at a time; only this
-    process writes the gradebook. Kernels are forked from warm zygotes (`course.warm`) unless
+    Submissions are graded as independent jobs (`course.grading.jobs`), ``workers`` at a time; only this
+    process writes the gradebook. Kernels are forked from warm zygotes (`course.grading.warm`) unless
     ``warm`` is False. ``executor`` (any ``concurrent.futures.Executor``, e.g. a dask client's
     ``get_executor()``) runs the jobs instead of a local pool. ``on_start(total)`` is called
     once the number of submissions is known, ``on_outcome`` after each one.
@@ -238,12 +239,12 @@ def grade(
             for student in roster:
                 gb.update_or_create_student(student)
         shutil.copy2(course.gradebook, workdir / "gradebook.db")
-        replay_api = course.api(replay_from=workdir)
+        recorder = replay_api(course, workdir)
         graded = sorted({job.assignment for job in jobs}) if warm else []
         warm_up = WarmUp([course.root / "source" / a for a in graded], workdir / "warm")
         try:
             for result in _finished(jobs, workers, executor):
-                done(_record(course, replay_api, api, result))
+                done(_record(course, recorder, api, result))
         finally:
             warm_up.close()
     return [outcomes[(a, s)] for a in chosen for s in roster]

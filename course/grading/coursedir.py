@@ -66,32 +66,31 @@ class Course:
             return []
         return sorted(p.name for p in base.iterdir() if (p / assignment).is_dir())
 
-    def api(self, replay_from: Path | None = None, **execute):
-        """An ``NbGraderAPI`` configured from this course's nbgrader_config.py.
+    def config(self):
+        """This course's nbgrader_config.py, loaded, with the course root set."""
+        from traitlets.config.loader import PyFileConfigLoader
 
-        With ``replay_from``, its autograde runs no kernel: it records the outputs that grading
-        jobs left in that folder (see `course.replay`). ``execute`` sets options of the grading
-        kernel (`course.execute.GradingExecute`: warm_dir, course_root, ...).
+        config = PyFileConfigLoader(CONFIG_FILE, path=str(self.root)).load_config()
+        config.CourseDirectory.root = str(self.root)
+        return config
+
+    def api(self, config=None, **execute):
+        """An ``NbGraderAPI`` for this course, from ``config`` (default: `config()`).
+
+        ``execute`` sets options of the grading kernel (`course.grading.execute.GradingExecute`:
+        warm_dir, course_root, ...).
         """
         from nbgrader.apps import NbGraderAPI
         from nbgrader.coursedir import CourseDirectory
         from sqlalchemy.exc import SAWarning
-        from traitlets.config.loader import PyFileConfigLoader
 
         _expose_venv_tools()
         cache_validators()
         # nbgrader's own session handling warns on every autograde; nothing for an instructor to do.
         warnings.filterwarnings("ignore", category=SAWarning)
-        config = PyFileConfigLoader(CONFIG_FILE, path=str(self.root)).load_config()
-        config.CourseDirectory.root = str(self.root)
+        config = config or self.config()
         # nbgrader only warns when the course-local exchange is missing; make it, as release would.
         Path(config.Exchange.get("root", self.root / "exchange")).mkdir(parents=True, exist_ok=True)
-        if replay_from is not None:
-            from .replay import replay_preprocessors
-
-            configured = config.Autograde.get("autograde_preprocessors")
-            config.Autograde.autograde_preprocessors = replay_preprocessors(configured)
-            config.ReplayOutputs.workdir = str(replay_from)
         for name, value in execute.items():
             setattr(config.GradingExecute, name, value)
         coursedir = CourseDirectory(config=config)

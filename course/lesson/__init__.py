@@ -1,0 +1,5 @@
+"""What a student's kernel imports: the notebooks' check helpers and widgets.
+
+Everything here ships to every student (Binder, `make lab`), so it holds no answers, no hidden
+inputs and nothing of nbgrader.
+"""
