@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test release lab clean
+.PHONY: install demo test lint release lab clean
 
 $(STAMP): requirements.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required, this is " + sys.version' 
@@ -18,8 +18,12 @@ install: $(STAMP)
 demo: install  ## grade a fictional class end to end in .demo/
 	$(PY) -m course demo
 
-test: install  ## the whole test suite, browser tests included
+test: install lint  ## lint, then the whole test suite, browser tests included
 	$(PY) -m pytest
+
+lint: install  ## ruff: lint rules and formatting
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 release: install  ## regenerate release/ from source/
 	$(PY) -m course release

@@ -2,6 +2,7 @@
 
 Plain `nbgrader ...` commands run from this directory use it, and so does `python -m course`.
 """
+
 import os
 
 c = get_config()  # noqa: F821 (injected by traitlets)
@@ -43,7 +44,8 @@ c.Autograde.autograde_preprocessors = [
     "nbgrader.preprocessors.CheckCellMetadata",
 ]
 
-# Keep our record of tests withheld for tampering (course.grading.execute) in the autograded notebook.
+# Keep our record of tests withheld for tampering (course.grading.execute) in the autograded
+# notebook.
 c.ClearMetadataPreprocessor.preserve_nb_metadata_mask = {("language_info", "name"), "course"}
 
 # A test cell the student deleted is put back from the source and graded.

@@ -7,6 +7,7 @@ run it on demand on a quiet machine.
 
     .venv/bin/python benchmarks/batch.py --students 20 --workers 2 --repeat 3
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,10 +24,14 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from course import release  # noqa: E402
-from course.grading import batch  # noqa: E402
-from course.batch.coursedir import CONFIG_FILE, Course  # noqa: E402
+from course.grading.coursedir import CONFIG_FILE, Course  # noqa: E402
 from course.submission import (  # noqa: E402
-    answer_file, answer_names, build_submission, reference_answers, write_submission)
+    answer_file,
+    answer_names,
+    build_submission,
+    reference_answers,
+    write_submission,
+)
 
 KINDS = ["correct", "correct", "wrong", "wrong", "empty", "broken"]  # cycled over the class
 
@@ -41,13 +46,18 @@ def build_class(root: Path, students: int) -> Course:
     release.release(course, [])
     for assignment in course.assignments:
         refs = reference_answers(course, assignment)
-        wrong = {e: answer_file(course, assignment, e, n) for e in refs
-                 for n in answer_names(course, assignment, e)[:1] if n.startswith("wrong_")}
+        wrong = {
+            e: answer_file(course, assignment, e, n)
+            for e in refs
+            for n in answer_names(course, assignment, e)[:1]
+            if n.startswith("wrong_")
+        }
         for i in range(students):
             kind = KINDS[i % len(KINDS)]
             answers = {"correct": refs, "wrong": {**refs, **wrong}}.get(kind, {})
-            path = write_submission(course, f"s{i:03d}", assignment,
-                                    build_submission(course, assignment, answers))
+            path = write_submission(
+                course, f"s{i:03d}", assignment, build_submission(course, assignment, answers)
+            )
             if kind == "broken":
                 path.write_text(path.read_text()[:500])
     return course
@@ -70,15 +80,24 @@ def run_stock(course: Course) -> float:
     start = time.perf_counter()
     for assignment in course.assignments:
         for command in ("autograde", "generate_feedback"):
-            subprocess.run([sys.executable, "-m", "nbgrader", command, assignment],
-                           cwd=course.root, env=env, capture_output=True, check=False)
+            subprocess.run(
+                [sys.executable, "-m", "nbgrader", command, assignment],
+                cwd=course.root,
+                env=env,
+                capture_output=True,
+                check=False,
+            )
     return time.perf_counter() - start
 
 
 def run_ours(course: Course, workers: int) -> float:
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "course", "grade", *course.assignments,
-                    "--workers", str(workers)], cwd=course.root, capture_output=True, check=True)
+    subprocess.run(
+        [sys.executable, "-m", "course", "grade", *course.assignments, "--workers", str(workers)],
+        cwd=course.root,
+        capture_output=True,
+        check=True,
+    )
     return time.perf_counter() - start
 
 
@@ -102,13 +121,18 @@ def main() -> None:
             assert graded == {k: mine.get(k) for k in graded}, "the grades differ"
             assert set(mine) <= set(stock), "we graded something stock nbgrader did not"
             notebooks = args.students * len(base.assignments)
-        print(f"run {run + 1}: {notebooks} notebooks; stock {stock_times[-1]:.1f} s, "
-              f"ours ({args.workers} workers) {our_times[-1]:.1f} s; grades identical")
+        print(
+            f"run {run + 1}: {notebooks} notebooks; stock {stock_times[-1]:.1f} s, "
+            f"ours ({args.workers} workers) {our_times[-1]:.1f} s; grades identical"
+        )
 
     stock, mine = statistics.median(stock_times), statistics.median(our_times)
     print(f"\nmedian over {args.repeat} runs, {notebooks} notebooks:")
     print(f"  stock nbgrader (sequential): {stock:7.1f} s  {stock / notebooks:5.2f} s/notebook")
-    print(f"  course grade --workers {args.workers}:  {mine:7.1f} s  {mine / notebooks:5.2f} s/notebook")
+    print(
+        f"  course grade --workers {args.workers}:  {mine:7.1f} s  "
+        f"{mine / notebooks:5.2f} s/notebook"
+    )
     print(f"  throughput ratio: {stock / mine:.2f}x")
 
 

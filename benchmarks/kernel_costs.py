@@ -9,6 +9,7 @@ benchmark, not a test.
 
     .venv/bin/python benchmarks/kernel_costs.py --repeat 3
 """
+
 from __future__ import annotations
 
 import argparse
@@ -65,8 +66,13 @@ class TimedExecute(GradingExecute):
         result = super().preprocess_cell(cell, resources, index)
         if cell.cell_type == "code" and cell.source.strip():
             self._code_seen += 1
-            phase = ("first cell" if self._code_seen == 1 else "rest of lesson"
-                     if self._code_seen <= self._lesson else "exercises+tests")
+            phase = (
+                "first cell"
+                if self._code_seen == 1
+                else "rest of lesson"
+                if self._code_seen <= self._lesson
+                else "exercises+tests"
+            )
             self.times[phase] += time.perf_counter() - start
         return result
 
@@ -97,8 +103,11 @@ def main() -> None:
                 for kind, folder in (("cold", ""), ("warm", warm_dir)):
                     runs = [run(notebook, folder) for _ in range(args.repeat)]
                     medians = [statistics.median(r[p] for r in runs) for p in PHASES]
-                    print(f"{assignment:18} {kind:5} " + " ".join(f"{m:15.2f}" for m in medians)
-                          + f"  {sum(medians):5.2f}")
+                    print(
+                        f"{assignment:18} {kind:5} "
+                        + " ".join(f"{m:15.2f}" for m in medians)
+                        + f"  {sum(medians):5.2f}"
+                    )
             finally:
                 warm_up.close()
 

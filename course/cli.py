@@ -1,4 +1,5 @@
 """`python -m course`: the instructor's commands on top of nbgrader."""
+
 from __future__ import annotations
 
 import argparse
@@ -22,13 +23,23 @@ def _parser() -> argparse.ArgumentParser:
 
     grd = commands.add_parser("grade", help="autograde submitted/, write feedback and grades.csv")
     grd.add_argument("assignments", nargs="+", help="assignment ids")
-    grd.add_argument("--student", action="append", dest="students",
-                     help="grade only this student (repeatable; default: the whole roster)")
+    grd.add_argument(
+        "--student",
+        action="append",
+        dest="students",
+        help="grade only this student (repeatable; default: the whole roster)",
+    )
     grd.add_argument("--csv", type=Path, help="where to write the grades (default: grades.csv)")
-    grd.add_argument("--workers", type=int, default=os.cpu_count() or 1,
-                     help="submissions graded at once (default: the number of CPUs)")
+    grd.add_argument(
+        "--workers",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="submissions graded at once (default: the number of CPUs)",
+    )
 
-    dem = commands.add_parser("demo", help="grade a fictional class in a scratch copy of the course")
+    dem = commands.add_parser(
+        "demo", help="grade a fictional class in a scratch copy of the course"
+    )
     dem.add_argument("--scratch", type=Path, help="scratch directory (default: .demo/)")
     return parser
 
@@ -42,11 +53,16 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"released {assignment} -> {course.root / 'release' / assignment}")
         elif args.command == "grade":
             if reason := sandbox.unavailable():
-                print(f"warning: kernels run with your rights, not sandboxed ({reason}); "
-                      "grade in a disposable container or VM", file=sys.stderr)
+                print(
+                    f"warning: kernels run with your rights, not sandboxed ({reason}); "
+                    "grade in a disposable container or VM",
+                    file=sys.stderr,
+                )
             bar: list[Progress] = []
             outcomes = batch.grade(
-                course, args.assignments, args.students,
+                course,
+                args.assignments,
+                args.students,
                 on_start=lambda total: bar.append(Progress(total)),
                 on_outcome=lambda o: bar[0].update(o.status == batch.FAILED),
                 workers=args.workers,

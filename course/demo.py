@@ -1,4 +1,6 @@
-"""The main job: release, autograde, feedback and export for a fictional class, in a scratch copy."""
+"""The main job: release, autograde, feedback and export for a fictional class, in a scratch
+copy."""
+
 from __future__ import annotations
 
 import os
@@ -8,7 +10,13 @@ from pathlib import Path
 from . import release, report
 from .grading import batch
 from .grading.coursedir import CONFIG_FILE, Course
-from .submission import answer_names, answer_file, build_submission, reference_answers, write_submission
+from .submission import (
+    answer_file,
+    answer_names,
+    build_submission,
+    reference_answers,
+    write_submission,
+)
 
 # Who is in the demo class and what each one hands in.
 DEMO_CLASS = {
@@ -40,10 +48,15 @@ def hand_in(course: Course, student: str, assignment: str) -> None:
     elif student == "ben":
         answers = _answers(course, assignment, "wrong_")
     elif student == "cleo":
-        answers = {**reference_answers(course, assignment), **_answers(course, assignment, "correct_")}
+        answers = {
+            **reference_answers(course, assignment),
+            **_answers(course, assignment, "correct_"),
+        }
     else:
         answers = {}
-    path = write_submission(course, student, assignment, build_submission(course, assignment, answers))
+    path = write_submission(
+        course, student, assignment, build_submission(course, assignment, answers)
+    )
     if student == "eva":
         text = path.read_text()
         path.write_text(text[: len(text) // 2])  # cut mid-file, as a crashed save would

@@ -1,4 +1,5 @@
 """A one-line progress bar for grading on a terminal; silent when output is not a TTY."""
+
 from __future__ import annotations
 
 import sys
@@ -21,8 +22,10 @@ class Progress:
         width = 24
         filled = width * self.done // max(self.total, 1)
         eta_text = "--:--" if eta is None else f"{int(eta) // 60:02d}:{int(eta) % 60:02d}"
-        return (f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} graded, "
-                f"{self.failures} failed, ETA {eta_text}")
+        return (
+            f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} graded, "
+            f"{self.failures} failed, ETA {eta_text}"
+        )
 
     def update(self, failed: bool) -> None:
         self.done += 1

@@ -1,4 +1,5 @@
 """Regenerate release/ (the student version) from source/ with nbgrader's generate_assignment."""
+
 from __future__ import annotations
 
 import shutil
@@ -23,6 +24,7 @@ def release(course: Course, assignments: list[str]) -> list[str]:
         result = api.generate_assignment(assignment, force=True, create=True)
         if not result["success"]:
             raise CourseError(
-                f"nbgrader could not generate {assignment}:\n{result.get('error') or result.get('log')}"
+                f"nbgrader could not generate {assignment}:\n"
+                f"{result.get('error') or result.get('log')}"
             )
     return chosen

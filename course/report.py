@@ -1,5 +1,6 @@
 """The instructor's report after grading: statuses, score distribution per test and the most
 common failure messages (the class's misconceptions), as one self-contained HTML page."""
+
 from __future__ import annotations
 
 import base64
@@ -16,10 +17,18 @@ matplotlib.use("Agg")  # the report is written from the command line, never show
 import matplotlib.pyplot as plt  # noqa: E402
 import nbformat  # noqa: E402
 
+from .grading.batch import (  # noqa: E402
+    FAILED,
+    FLAGGED,
+    GRADED,
+    PARTIAL,
+    STATUSES,
+    Outcome,
+    format_table,
+    write_csv,
+)
 from .grading.coursedir import Course  # noqa: E402
 from .grading.feedback import short_error  # noqa: E402
-from .grading.batch import (  # noqa: E402
-    FAILED, FLAGGED, GRADED, PARTIAL, STATUSES, Outcome, format_table, write_csv)
 from .lesson.widgets.base import PALETTE  # noqa: E402
 
 TOP_MESSAGES = 5
@@ -70,8 +79,10 @@ def _histogram(assignment: str, tests: dict[str, TestSummary]) -> str:
     """A bar chart of the mean score per test cell, as an inline PNG."""
     names = list(tests)
     fig, ax = plt.subplots(figsize=(7, 0.4 * len(names) + 1.2), constrained_layout=True)
-    share = [sum(t.scores) / (len(t.scores) * t.max_score) if t.scores and t.max_score else 0
-             for t in tests.values()]
+    share = [
+        sum(t.scores) / (len(t.scores) * t.max_score) if t.scores and t.max_score else 0
+        for t in tests.values()
+    ]
     ax.barh(names, share, color=PALETTE["blue"])
     ax.set_xlim(0, 1)
     ax.invert_yaxis()
@@ -86,10 +97,12 @@ def _histogram(assignment: str, tests: dict[str, TestSummary]) -> str:
 def write_report(course: Course, outcomes: list[Outcome], path: Path) -> Path:
     """Write the HTML report and return its path."""
     esc = html.escape
-    parts = ["<!DOCTYPE html><html><head><meta charset='utf-8'><title>Grading report</title>",
-             "<style>body{font-family:sans-serif;max-width:60em;margin:auto}"
-             "td,th{padding:2px 8px;text-align:left}</style></head><body>",
-             "<h1>Grading report</h1><h2>Statuses</h2><table><tr><th>assignment</th>"]
+    parts = [
+        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>Grading report</title>",
+        "<style>body{font-family:sans-serif;max-width:60em;margin:auto}"
+        "td,th{padding:2px 8px;text-align:left}</style></head><body>",
+        "<h1>Grading report</h1><h2>Statuses</h2><table><tr><th>assignment</th>",
+    ]
     statuses = list(STATUSES)
     parts += [f"<th>{s}</th>" for s in statuses] + ["</tr>"]
     counts = Counter((o.assignment, o.status) for o in outcomes)
@@ -100,21 +113,31 @@ def write_report(course: Course, outcomes: list[Outcome], path: Path) -> Path:
     failed = [o for o in outcomes if o.status in (FAILED, PARTIAL, FLAGGED)]
     if failed:
         parts.append("<h2>Submissions that need a look</h2><ul>")
-        parts += [f"<li>{esc(o.assignment)} / {esc(o.student)}: {esc(o.status)}, "
-                  f"{esc(o.detail)}</li>" for o in failed]
+        parts += [
+            f"<li>{esc(o.assignment)} / {esc(o.student)}: {esc(o.status)}, {esc(o.detail)}</li>"
+            for o in failed
+        ]
         parts.append("</ul>")
     for assignment, tests in summarize(course, outcomes).items():
         parts.append(f"<h2>{esc(assignment)}</h2>")
-        parts.append(f"<img alt='mean score per test of {esc(assignment)}' "
-                     f"src='data:image/png;base64,{_histogram(assignment, tests)}'>")
-        parts.append("<table><tr><th>test</th><th>full marks</th><th>mean</th>"
-                     "<th>most common failure messages</th></tr>")
+        parts.append(
+            f"<img alt='mean score per test of {esc(assignment)}' "
+            f"src='data:image/png;base64,{_histogram(assignment, tests)}'>"
+        )
+        parts.append(
+            "<table><tr><th>test</th><th>full marks</th><th>mean</th>"
+            "<th>most common failure messages</th></tr>"
+        )
         for grade_id, t in tests.items():
             full = sum(s == t.max_score for s in t.scores)
             mean = sum(t.scores) / len(t.scores)
-            top = "<br>".join(f"{n}&times; {esc(m)}" for m, n in t.messages.most_common(TOP_MESSAGES))
-            parts.append(f"<tr><td>{esc(grade_id)}</td><td>{full}/{len(t.scores)}</td>"
-                         f"<td>{mean:.2f}/{t.max_score:g}</td><td>{top}</td></tr>")
+            top = "<br>".join(
+                f"{n}&times; {esc(m)}" for m, n in t.messages.most_common(TOP_MESSAGES)
+            )
+            parts.append(
+                f"<tr><td>{esc(grade_id)}</td><td>{full}/{len(t.scores)}</td>"
+                f"<td>{mean:.2f}/{t.max_score:g}</td><td>{top}</td></tr>"
+            )
         parts.append("</table>")
     parts.append("</body></html>")
     path.parent.mkdir(parents=True, exist_ok=True)

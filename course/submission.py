@@ -3,6 +3,7 @@
 A submission is the release notebook with some answer cells filled in: by the reference solution
 from source/ or by a named answer file under ``fixtures/answers/<assignment>/<exercise>/``.
 """
+
 from __future__ import annotations
 
 import re
@@ -32,7 +33,8 @@ def reference_answers(course: Course, assignment: str) -> dict[str, str]:
 
 
 def answer_file(course: Course, assignment: str, exercise: str, name: str) -> str:
-    """The source of a named answer, e.g. ``answer_file(c, "03_grad_zeroing", "train_step", "wrong_no_zero")``."""
+    """The source of a named answer, e.g.
+    ``answer_file(c, "03_grad_zeroing", "train_step", "wrong_no_zero")``."""
     path = course.root / ANSWERS_DIR / assignment / exercise / f"{name}.py"
     return path.read_text()
 
@@ -43,7 +45,9 @@ def answer_names(course: Course, assignment: str, exercise: str) -> list[str]:
     return sorted(p.stem for p in folder.glob("*.py"))
 
 
-def build_submission(course: Course, assignment: str, answers: dict[str, str]) -> nbformat.NotebookNode:
+def build_submission(
+    course: Course, assignment: str, answers: dict[str, str]
+) -> nbformat.NotebookNode:
     """The release notebook with the answer cells named in ``answers`` replaced by their source."""
     path = course.root / "release" / assignment / f"{assignment}.ipynb"
     nb = nbformat.read(path, as_version=4)

@@ -1,10 +1,10 @@
 """Shared fixtures: scratch copies of the course, so tests never touch the repository's state."""
+
 from __future__ import annotations
 
 import pytest
 
 from course.grading.coursedir import Course
-
 from course_testing import REPO, copy_course
 
 

@@ -3,8 +3,10 @@
 (A module of its own, not conftest.py: tests/browser has a conftest of its own, and two modules
 named `conftest` cannot both be imported by name.)
 """
+
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -13,14 +15,22 @@ from course.grading.coursedir import CONFIG_FILE, Course
 
 REPO = Path(__file__).resolve().parents[1]
 
-# The graded exercises fixed by ../shared/exercise-contract.md (a public API).
-CONTRACT = {
-    "01_requires_grad": ["make_trainable", "leaf_inputs", "freeze_all_but"],
-    "02_backward": ["derivative_at", "vjp", "second_derivative"],
-    "03_grad_zeroing": ["grad_history", "train_step", "accumulation_step", "zero_grads",
-                        "grad_report"],
-    "04_no_grad": ["predict", "sgd_update", "evaluate"],
-}
+CONTRACT_DOC = REPO / "docs" / "exercise-contract.md"
+
+
+def read_contract(text: str) -> dict[str, list[str]]:
+    """Assignment id -> its exercises, in order, from the contract's ``## <id>`` sections and
+    their ``- `name(args)`:`` items."""
+    contract: dict[str, list[str]] = {}
+    for section in re.split(r"^## ", text, flags=re.M)[1:]:
+        title, _, body = section.partition("\n")
+        if re.fullmatch(r"\d\d_\w+", title.strip()):
+            contract[title.strip()] = re.findall(r"^- `(\w+)\(", body, flags=re.M)
+    return contract
+
+
+# The graded exercises fixed by docs/exercise-contract.md (a public API).
+CONTRACT = read_contract(CONTRACT_DOC.read_text())
 
 
 def copy_course(dest: Path, with_release: bool = False) -> Course:

@@ -2,6 +2,7 @@
 submissions, graded in one batch by `python -m course grade`'s code, each checked against the
 policy in the README (explicit status, no points from tampering, limits, the sandbox), together
 with honest students whose grades must come out untouched."""
+
 from __future__ import annotations
 
 import socket
@@ -13,23 +14,26 @@ import nbformat
 import pytest
 
 from course.grading import batch
-from course.batch.coursedir import Course
-from course.batch.sandbox import FIRST_UID
+from course.grading.coursedir import Course
+from course.grading.sandbox import FIRST_UID
 from course.submission import build_submission, reference_answers, write_submission
-
 from course_testing import copy_course
 
 A = "01_requires_grad"
 FULL, WRONG_SCORE = 16, 12  # make_trainable's two test cells are worth 4 points
 WRONG = "def make_trainable(values):\n    return torch.as_tensor(values)"
 MT_TESTS = ["test_make_trainable", "test_make_trainable_copies_tensors"]
-HOLD_NO_GRAD = ("\ndef _hold():\n    with torch.no_grad():\n        yield\n"
-                "_held = _hold()\nnext(_held)\n")
+HOLD_NO_GRAD = (
+    "\ndef _hold():\n    with torch.no_grad():\n        yield\n_held = _hold()\nnext(_held)\n"
+)
 
 
 def _cells_with(nb, grade_id: str) -> int:
-    return next(i for i, c in enumerate(nb.cells)
-                if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+    return next(
+        i
+        for i, c in enumerate(nb.cells)
+        if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id
+    )
 
 
 def _edit_tests(nb):
@@ -69,7 +73,7 @@ def _answer_as_test(nb):
 
 def _duplicate(nb):
     start = _cells_with(nb, "make_trainable")
-    nb.cells[start:start] = [nbformat.from_dict(c) for c in nb.cells[start:start + 3]]
+    nb.cells[start:start] = [nbformat.from_dict(c) for c in nb.cells[start : start + 3]]
     return nb
 
 
@@ -83,15 +87,21 @@ def _forge_course_metadata(nb):
     return nb
 
 
-UNICODE = ('{answer}\n# Übung: ∂L/∂w, 你好, 🙂\n'
-           'def größe(λ):\n    """ελληνικά ✓"""\n    return λ\nprint(größe("日本語 ✓"))\n')
+UNICODE = (
+    "{answer}\n# Übung: ∂L/∂w, 你好, 🙂\n"
+    'def größe(λ):\n    """ελληνικά ✓"""\n    return λ\nprint(größe("日本語 ✓"))\n'
+)
 
 
 def _reading(root: Path) -> str:
     """Student code (allowed by the scan: numpy only) that tries to read and write what the
     sandbox hides, and prints what it managed."""
-    targets = [root / "source" / A / f"{A}.ipynb", root / "gradebook.db",
-               Path("../../../source") / A / f"{A}.ipynb", Path("../../../gradebook.db")]
+    targets = [
+        root / "source" / A / f"{A}.ipynb",
+        root / "gradebook.db",
+        Path("../../../source") / A / f"{A}.ipynb",
+        Path("../../../gradebook.db"),
+    ]
     return (
         "import numpy as np\n"
         f"for path in {[str(t) for t in targets]!r}:\n"
@@ -104,7 +114,8 @@ def _reading(root: Path) -> str:
         f"    np.save({str(root / 'pwned.npy')!r}, np.zeros(1))\n"
         "    print('WROTE')\n"
         "except OSError:\n"
-        "    print('BLOCKED write')\n")
+        "    print('BLOCKED write')\n"
+    )
 
 
 # student -> (answers to replace, notebook transform or None)
@@ -120,12 +131,24 @@ CLASS = {
     "duplicated": ({}, _duplicate),
     "empty_notebook": ({}, _empty),
     "unicode": ({"make_trainable": UNICODE}, None),
-    "patch_allclose": ({"make_trainable": WRONG + "\ntorch.allclose = lambda *a, **k: True"},
-                       _forge_course_metadata),
-    "input_transformer": ({"make_trainable": WRONG + "\nget_ipython().input_transformers_cleanup"
-                           ".append(lambda lines: ['pass\\n'])"}, None),
-    "patch_checks": ({"make_trainable": WRONG + "\nimport course.lesson.checks as c\n"
-                      "c.expect = lambda *a, **k: None"}, None),
+    "patch_allclose": (
+        {"make_trainable": WRONG + "\ntorch.allclose = lambda *a, **k: True"},
+        _forge_course_metadata,
+    ),
+    "input_transformer": (
+        {
+            "make_trainable": WRONG + "\nget_ipython().input_transformers_cleanup"
+            ".append(lambda lines: ['pass\\n'])"
+        },
+        None,
+    ),
+    "patch_checks": (
+        {
+            "make_trainable": WRONG + "\nimport course.lesson.checks as c\n"
+            "c.expect = lambda *a, **k: None"
+        },
+        None,
+    ),
     "rebind_helper": ({"make_trainable": WRONG + "\nexpect_tensor = lambda *a, **k: None"}, None),
     "patch_builtins": ({"make_trainable": WRONG + "\nisinstance = lambda *a: True"}, None),
     "hide_tracebacks": ({"make_trainable": WRONG + "\nget_ipython().showtraceback = print"}, None),
@@ -133,22 +156,43 @@ CLASS = {
     "os_exit": ({"make_trainable": "import os\nos._exit(3)"}, None),
     "segfault": ({"make_trainable": "import ctypes\nctypes.string_at(0)"}, None),
     "infinite_loop": ({"make_trainable": WRONG + "\nwhile True:\n    pass"}, None),
-    "total_time": ({name: f"{{answer}}\nimport time\ntime.sleep(9)" for name in
-                    ("make_trainable", "leaf_inputs", "freeze_all_but", "quick_check")}, None),
-    "output_flood": ({"make_trainable": "{answer}\nfor _ in range(300):\n    print('x' * 10_000)"},
-                     None),
+    "total_time": (
+        {
+            name: "{answer}\nimport time\ntime.sleep(9)"
+            for name in ("make_trainable", "leaf_inputs", "freeze_all_but", "quick_check")
+        },
+        None,
+    ),
+    "output_flood": (
+        {"make_trainable": "{answer}\nfor _ in range(300):\n    print('x' * 10_000)"},
+        None,
+    ),
     "memory_hog": ({"make_trainable": "big = torch.ones(2_000_000_000)\n" + WRONG}, None),
-    "fork_storm": ({"make_trainable": "{answer}\nimport os, time\nfor _ in range(2000):\n"
-                    "    try:\n        pid = os.fork()\n    except OSError:\n        break\n"
-                    "    if pid == 0:\n        time.sleep(120)\n        os._exit(0)"}, None),
+    "fork_storm": (
+        {
+            "make_trainable": "{answer}\nimport os, time\nfor _ in range(2000):\n"
+            "    try:\n        pid = os.fork()\n    except OSError:\n        break\n"
+            "    if pid == 0:\n        time.sleep(120)\n        os._exit(0)"
+        },
+        None,
+    ),
     "read_source": ({"make_trainable": "{answer}\n{reading}"}, None),
-    "network": ({"make_trainable": "{answer}\nimport socket\ntry:\n"
-                 "    socket.create_connection(('127.0.0.1', {port}), timeout=2)\n"
-                 "    print('CONNECTED')\nexcept OSError as error:\n    print('NO NETWORK', error)"},
-                None),
-    "detached_writer": ({"make_trainable": "{answer}\nimport subprocess, sys\n"
-                         "subprocess.Popen([sys.executable, '-c', {writer!r}], "
-                         "start_new_session=True)"}, None),
+    "network": (
+        {
+            "make_trainable": "{answer}\nimport socket\ntry:\n"
+            "    socket.create_connection(('127.0.0.1', {port}), timeout=2)\n"
+            "    print('CONNECTED')\nexcept OSError as error:\n    print('NO NETWORK', error)"
+        },
+        None,
+    ),
+    "detached_writer": (
+        {
+            "make_trainable": "{answer}\nimport subprocess, sys\n"
+            "subprocess.Popen([sys.executable, '-c', {writer!r}], "
+            "start_new_session=True)"
+        },
+        None,
+    ),
 }
 
 
@@ -173,12 +217,16 @@ def _listen() -> tuple[socket.socket, list]:
 
 def _write_class(course: Course, port: int) -> None:
     refs = reference_answers(course, A)
-    writer = (f"import sqlite3, time; time.sleep(4); c = sqlite3.connect({str(course.gradebook)!r});"
-              " c.execute('update grade set auto_score = 99'); c.commit()")
+    writer = (
+        f"import sqlite3, time; time.sleep(4); c = sqlite3.connect({str(course.gradebook)!r});"
+        " c.execute('update grade set auto_score = 99'); c.commit()"
+    )
     fill = {"port": port, "writer": writer, "reading": _reading(course.root)}
     for student, (answers, transform) in CLASS.items():
-        code = {name: src.format(answer=refs[name], **fill) if "{answer}" in src else src
-                for name, src in answers.items()}
+        code = {
+            name: src.format(answer=refs[name], **fill) if "{answer}" in src else src
+            for name, src in answers.items()
+        }
         nb = build_submission(course, A, {**refs, **code})
         path = write_submission(course, student, A, transform(nb) if transform else nb)
         if student == "honest":
@@ -197,7 +245,9 @@ def _kernel_processes() -> list[int]:
             fields = dict(line.split(":", 1) for line in status.read_text().splitlines())
         except OSError:
             continue
-        if int(fields["Uid"].split()[0]) >= FIRST_UID and not fields["State"].strip().startswith("Z"):
+        if int(fields["Uid"].split()[0]) >= FIRST_UID and not fields["State"].strip().startswith(
+            "Z"
+        ):
             pids.append(int(status.parent.name))
     return pids
 
@@ -218,8 +268,12 @@ def graded(tmp_path_factory):
 def _cells(course: Course, student: str) -> dict[str, float | None]:
     with course.api().gradebook as gb:
         submission = gb.find_submission(A, student)
-        return {g.name: g.score for nb in submission.notebooks for g in nb.grades
-                if g.cell.cell_type == "code"}
+        return {
+            g.name: g.score
+            for nb in submission.notebooks
+            for g in nb.grades
+            if g.cell.cell_type == "code"
+        }
 
 
 def _autograded(course: Course, student: str) -> str:
@@ -240,11 +294,16 @@ def test_honest_work_gets_every_point(graded, student):
     """Including the honest student whose folder also holds a torch.py and a wrong extra copy."""
     _, outcomes, _ = graded
     assert (outcomes[student].status, outcomes[student].score, outcomes[student].max_score) == (
-        batch.GRADED, FULL, FULL)
+        batch.GRADED,
+        FULL,
+        FULL,
+    )
 
 
-@pytest.mark.parametrize("student", ["wrong", "edited_tests", "deleted_tests", "answer_as_test",
-                                     "memory_hog", "infinite_loop"])
+@pytest.mark.parametrize(
+    "student",
+    ["wrong", "edited_tests", "deleted_tests", "answer_as_test", "memory_hog", "infinite_loop"],
+)
 def test_changed_tests_and_metadata_earn_nothing(graded, student):
     """Edited, deleted and re-typed tests are restored and graded; forged points are ignored; a
     loop is cut by the cell timeout and a huge allocation fails in the cell, and the rest of the
@@ -263,18 +322,21 @@ def test_moved_renamed_or_missing_cells_earn_nothing(graded, student):
     assert o.score is None or (o.score <= WRONG_SCORE and o.max_score == FULL), o
 
 
-@pytest.mark.parametrize("student,reason", [
-    ("patch_allclose", "writes the attribute torch.allclose"),
-    ("input_transformer", "uses get_ipython"),
-    ("patch_checks", "imports course.lesson.checks"),
-    ("rebind_helper", "rebinds expect_tensor"),
-    ("patch_builtins", "rebinds isinstance"),
-    ("hide_tracebacks", "uses get_ipython"),
-    ("held_no_grad", "torch grad mode"),  # allowed code: caught by the tripwire at run time
-    ("fork_storm", "imports os"),
-    ("network", "imports socket"),
-    ("detached_writer", "imports subprocess"),
-])
+@pytest.mark.parametrize(
+    "student,reason",
+    [
+        ("patch_allclose", "writes the attribute torch.allclose"),
+        ("input_transformer", "uses get_ipython"),
+        ("patch_checks", "imports course.lesson.checks"),
+        ("rebind_helper", "rebinds expect_tensor"),
+        ("patch_builtins", "rebinds isinstance"),
+        ("hide_tracebacks", "uses get_ipython"),
+        ("held_no_grad", "torch grad mode"),  # allowed code: caught by the tripwire at run time
+        ("fork_storm", "imports os"),
+        ("network", "imports socket"),
+        ("detached_writer", "imports subprocess"),
+    ],
+)
 def test_tampering_is_flagged_and_earns_no_automatic_points(graded, student, reason):
     course, outcomes, _ = graded
     o = outcomes[student]
@@ -285,12 +347,15 @@ def test_tampering_is_flagged_and_earns_no_automatic_points(graded, student, rea
     assert "Your instructor will review it" in feedback.read_text()
 
 
-@pytest.mark.parametrize("student,reason", [
-    ("zero_bytes", "invalid notebook"),
-    ("os_exit", "kernel died"),
-    ("segfault", "kernel died"),
-    ("total_time", "total time limit"),
-])
+@pytest.mark.parametrize(
+    "student,reason",
+    [
+        ("zero_bytes", "invalid notebook"),
+        ("os_exit", "kernel died"),
+        ("segfault", "kernel died"),
+        ("total_time", "total time limit"),
+    ],
+)
 def test_broken_or_crashing_submissions_fail_with_a_reason(graded, student, reason):
     course, outcomes, _ = graded
     o = outcomes[student]
@@ -342,7 +407,9 @@ def test_regrading_is_idempotent_and_never_leaves_a_stale_grade(graded):
     second = {o.student: o for o in batch.grade(course, [A], students=sorted(again), workers=2)}
     for student in again:
         assert (second[student].status, second[student].score) == (
-            first[student].status, first[student].score), student
+            first[student].status,
+            first[student].score,
+        ), student
     # A regrade that fails removes the earlier grade instead of keeping it.
     path = course.root / "submitted" / "wrong" / A / f"{A}.ipynb"
     path.write_text("{not json")

@@ -3,26 +3,28 @@ of its points, known misconceptions lose some, and no exercise's points come fro
 
 Answers live in fixtures/answers/<assignment>/<exercise>/: `correct_*.py` and `wrong_*.py`.
 """
+
 from __future__ import annotations
 
 import pytest
 
 from course.grading import batch
-from course.submission import answer_file, answer_names, build_submission, reference_answers, write_submission
-
+from course.grading.coursedir import Course
+from course.submission import (
+    answer_file,
+    answer_names,
+    build_submission,
+    reference_answers,
+    write_submission,
+)
 from course_testing import CONTRACT, REPO, copy_course
-from course.batch.coursedir import Course
 
 CASES = [
-    (assignment, exercise)
-    for assignment, exercises in CONTRACT.items()
-    for exercise in exercises
+    (assignment, exercise) for assignment, exercises in CONTRACT.items() for exercise in exercises
 ]
 
 
-ANSWER_CASES = [
-    (a, e, name) for a, e in CASES for name in answer_names(Course.at(REPO), a, e)
-]
+ANSWER_CASES = [(a, e, name) for a, e in CASES for name in answer_names(Course.at(REPO), a, e)]
 
 
 def _student(exercise: str, name: str) -> str:
@@ -57,7 +59,8 @@ def graded(tmp_path_factory):
 
 
 def points(outcome: batch.Outcome, exercise: str) -> tuple[float, float]:
-    """Points earned and available in the test cells of ``exercise`` (grade ids test_<exercise>*)."""
+    """Points earned and available in the test cells of ``exercise`` (grade ids
+    test_<exercise>*)."""
     ids = [g for g in outcome.cell_max if g.startswith(f"test_{exercise}")]
     assert ids, f"no test cells for {exercise} in {outcome.assignment}"
     return sum(outcome.cell_scores[g] or 0 for g in ids), sum(outcome.cell_max[g] for g in ids)

@@ -1,4 +1,6 @@
-"""The check helpers: each passes on a right value and fails, with a helpful message, on a wrong one."""
+"""The check helpers: each passes on a right value and fails, with a helpful message, on a wrong
+one."""
+
 import pytest
 import torch
 
@@ -34,7 +36,10 @@ def test_expect_type_rejects_bool_for_numbers_and_names_the_type():
 
 def test_expect_tensor_checks_each_property():
     leaf = torch.zeros(2, 3, requires_grad=True)
-    assert expect_tensor(leaf, shape=(2, 3), dtype=torch.float32, requires_grad=True, leaf=True) is leaf
+    assert (
+        expect_tensor(leaf, shape=(2, 3), dtype=torch.float32, requires_grad=True, leaf=True)
+        is leaf
+    )
     with pytest.raises(CheckFailed, match=r"shape \(2, 3\), expected \(3, 2\)"):
         expect_tensor(leaf, shape=(3, 2))
     with pytest.raises(CheckFailed, match="dtype torch.float32, expected torch.float64"):

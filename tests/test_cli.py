@@ -1,4 +1,5 @@
 """`python -m course` on bad input: a clear message, the right exit code, nothing lost."""
+
 from __future__ import annotations
 
 import csv
@@ -8,15 +9,19 @@ import sys
 import pytest
 
 from course.submission import build_submission, reference_answers, write_submission
-
 from course_testing import copy_course
 
 ASSIGNMENT = "01_requires_grad"
 
 
 def course_cli(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "course", *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=900)
+    return subprocess.run(
+        [sys.executable, "-m", "course", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=900,
+    )
 
 
 def test_outside_a_course_directory_is_a_clear_error(tmp_path):
@@ -64,7 +69,9 @@ def bad_class(tmp_path_factory):
 def test_a_corrupt_submission_does_not_stop_the_batch(bad_class):
     course, run = bad_class
     assert run.returncode == 0, run.stderr
-    lines = {line.split()[1]: line for line in run.stdout.splitlines() if line.startswith(ASSIGNMENT)}
+    lines = {
+        line.split()[1]: line for line in run.stdout.splitlines() if line.startswith(ASSIGNMENT)
+    }
     earned, available = lines["alice"].split()[3].split("/")
     assert lines["alice"].split()[2] == "graded" and earned == available, lines["alice"]
     assert "invalid notebook: 01_requires_grad.ipynb is not valid JSON" in lines["bob"]
@@ -79,7 +86,9 @@ def test_every_student_is_in_the_csv_with_a_status(bad_class):
     with (course.root / "grades.csv").open() as handle:
         rows = {r["student_id"]: r for r in csv.DictReader(handle)}
     assert set(rows) == {"alice", "bob", "carol"}
-    assert rows["alice"]["status"] == "graded" and rows["alice"]["score"] == rows["alice"]["max_score"]
+    assert (
+        rows["alice"]["status"] == "graded" and rows["alice"]["score"] == rows["alice"]["max_score"]
+    )
     for student in ("bob", "carol"):
         assert rows[student]["status"] == "failed"
         assert rows[student]["score"] == "", "a failed submission is never a silent 0"

@@ -1,6 +1,7 @@
 """Grading jobs run on an existing distributed engine: `grade(executor=client.get_executor())` on a
 local dask.distributed cluster gives every student the right status, grades and feedback, and the
 jobs really run on the dask workers. A worker that fails fails only its own student's job."""
+
 from __future__ import annotations
 
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
@@ -9,9 +10,8 @@ import distributed
 import pytest
 
 from course.grading import batch
-from course.batch.coursedir import Course
+from course.grading.coursedir import Course
 from course.submission import build_submission, reference_answers, write_submission
-
 from course_testing import copy_course
 
 ASSIGNMENT = "01_requires_grad"
@@ -26,8 +26,9 @@ def _class(course: Course, wrong: bool = True) -> None:
     if wrong:
         answers = {**refs, EXERCISE: WRONG}
         write_submission(course, "wrong", ASSIGNMENT, build_submission(course, ASSIGNMENT, answers))
-    broken = write_submission(course, "broken", ASSIGNMENT,
-                              build_submission(course, ASSIGNMENT, refs))
+    broken = write_submission(
+        course, "broken", ASSIGNMENT, build_submission(course, ASSIGNMENT, refs)
+    )
     broken.write_text('{"cells": [')
 
 
@@ -36,15 +37,19 @@ def _cell_scores(course: Course) -> dict[str, dict[str, tuple[float | None, floa
     scores = {}
     with course.api().gradebook as gb:
         for submission in gb.assignment_submissions(ASSIGNMENT):
-            scores[submission.student.id] = {g.name: (g.auto_score, g.max_score)
-                                             for nb in submission.notebooks for g in nb.grades}
+            scores[submission.student.id] = {
+                g.name: (g.auto_score, g.max_score)
+                for nb in submission.notebooks
+                for g in nb.grades
+            }
     return scores
 
 
 @pytest.fixture(scope="module")
 def dask_client():
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       dashboard_address=None)
+    cluster = distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    )
     client = distributed.Client(cluster)
     try:
         yield client

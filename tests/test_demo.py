@@ -1,4 +1,5 @@
 """`make demo`: the fictional class grades to the statuses and scores its members stand for."""
+
 from __future__ import annotations
 
 import csv
@@ -10,8 +11,7 @@ import pytest
 
 from course import demo
 from course.grading import batch
-from course.batch.coursedir import Course
-
+from course.grading.coursedir import Course
 from course_testing import CONTRACT, REPO
 
 LAST = list(CONTRACT)[1:]

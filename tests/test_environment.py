@@ -1,4 +1,5 @@
 """requirements.txt is the one pinned truth; environment.yml (Binder) must agree with it."""
+
 from __future__ import annotations
 
 import re
@@ -10,7 +11,7 @@ from course_testing import REPO
 
 # conda-forge names for the packages whose PyPI name differs.
 CONDA_NAME = {"torch": "pytorch-cpu", "dask": "dask-core"}  # conda-forge "dask" adds pandas, bokeh
-PIP_ONLY = {"pytest", "playwright"}  # test tooling: not needed by students on Binder
+PIP_ONLY = {"pytest", "playwright", "ruff"}  # test tooling: not needed by students on Binder
 
 
 def pip_pins(text: str) -> dict[str, str]:
@@ -52,8 +53,10 @@ def disagreements(requirements: str, environment: str) -> list[str]:
             continue
         conda_name = CONDA_NAME.get(name, name)
         if conda.get(conda_name) != version:
-            problems.append(f"{name}=={version} in requirements.txt, "
-                            f"{conda_name}={conda.get(conda_name)} in environment.yml")
+            problems.append(
+                f"{name}=={version} in requirements.txt, "
+                f"{conda_name}={conda.get(conda_name)} in environment.yml"
+            )
     return problems
 
 
@@ -65,11 +68,14 @@ def test_environment_yml_agrees_with_requirements():
 
 def test_the_agreement_check_catches_drift():
     requirements = "torch==2.13.0\nnbgrader==0.9.6\npytest==9.0.1\n"
-    good = "channels: [conda-forge]\ndependencies: [python=3.11, pytorch-cpu=2.13.0, nbgrader=0.9.6]\n"
+    good = (
+        "channels: [conda-forge]\ndependencies: [python=3.11, pytorch-cpu=2.13.0, nbgrader=0.9.6]\n"
+    )
     assert disagreements(requirements, good) == []
     drifted = good.replace("nbgrader=0.9.6", "nbgrader=0.9.5")
     assert disagreements(requirements, drifted) == [
-        "nbgrader==0.9.6 in requirements.txt, nbgrader=0.9.5 in environment.yml"]
+        "nbgrader==0.9.6 in requirements.txt, nbgrader=0.9.5 in environment.yml"
+    ]
     cuda = good.replace("pytorch-cpu=2.13.0", "pytorch-cpu=2.13.0, pytorch-cuda=12.4")
     assert any("CUDA" in p for p in disagreements(requirements, cuda))
     wrong_python = good.replace("python=3.11", "python=3.12")

@@ -1,4 +1,5 @@
 """Failed tests show their message in feedback, never a traceback quoting hidden test lines."""
+
 import nbformat
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
@@ -8,13 +9,21 @@ from course.grading.feedback import STUB_HINT, ShortTestErrors, short_error
 def _cell(grade: bool, solution: bool = False):
     cell = new_code_cell("x = f()\n### BEGIN HIDDEN TESTS\nassert f(42) == 7\n### END HIDDEN TESTS")
     cell.metadata["nbgrader"] = {"grade": grade, "solution": solution, "grade_id": "t", "points": 1}
-    cell.outputs = [new_output("error", ename="CheckFailed", evalue="f(42) is wrong: did you ...",
-                               traceback=["Traceback", "----> 3 assert f(42) == 7"])]
+    cell.outputs = [
+        new_output(
+            "error",
+            ename="CheckFailed",
+            evalue="f(42) is wrong: did you ...",
+            traceback=["Traceback", "----> 3 assert f(42) == 7"],
+        )
+    ]
     return cell
 
 
 def test_test_cell_tracebacks_become_the_message():
-    nb = new_notebook(cells=[_cell(grade=True), _cell(grade=False), _cell(grade=True, solution=True)])
+    nb = new_notebook(
+        cells=[_cell(grade=True), _cell(grade=False), _cell(grade=True, solution=True)]
+    )
     out, _ = ShortTestErrors().preprocess(nbformat.from_dict(nb), {})
     assert out.cells[0].outputs[0].traceback == ["CheckFailed: f(42) is wrong: did you ..."]
     # Only graded test cells are rewritten: a student's own cell keeps its full traceback.

@@ -1,6 +1,7 @@
 """`python -m course grade --workers 2` leaves the same grades, autograded notebooks and feedback as
 stock sequential `nbgrader autograde` + `generate_feedback`, on a class with failing, timed-out and
 crashing submissions."""
+
 from __future__ import annotations
 
 import os
@@ -14,9 +15,8 @@ import nbformat
 import pytest
 
 from course.grading import batch
-from course.batch.coursedir import Course
+from course.grading.coursedir import Course
 from course.submission import build_submission, reference_answers, write_submission
-
 from course_testing import copy_course
 
 ASSIGNMENT = "01_requires_grad"
@@ -26,11 +26,13 @@ CLASS = {
     "reference": None,
     "stub": "",
     "wrong": "def make_trainable(values):\n    return torch.as_tensor(values)",
-    "loops": "def make_trainable(values):\n    while True:\n        pass",  # interrupted by the cell timeout
+    # interrupted by the cell timeout
+    "loops": "def make_trainable(values):\n    while True:\n        pass",
     "exits": "import os\nos._exit(3)",  # the kernel dies
     "stubborn": (  # ignores the interrupt: the kernel must be killed
         "import time\nwhile True:\n    try:\n        time.sleep(0.1)\n"
-        "    except KeyboardInterrupt:\n        pass"),
+        "    except KeyboardInterrupt:\n        pass"
+    ),
 }
 
 
@@ -49,8 +51,14 @@ def two_courses(tmp_path_factory):
         write_submission(base, student, ASSIGNMENT, build_submission(base, ASSIGNMENT, answers))
     ours = Course.at(shutil.copytree(base.root, base.root.parent / "ours"))
     for command in (["autograde", ASSIGNMENT], ["generate_feedback", ASSIGNMENT]):
-        subprocess.run([sys.executable, "-m", "nbgrader", *command], cwd=base.root, env=_env(),
-                       capture_output=True, text=True, timeout=900)
+        subprocess.run(
+            [sys.executable, "-m", "nbgrader", *command],
+            cwd=base.root,
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
     outcomes = batch.grade(ours, [ASSIGNMENT], workers=2)
     return base, ours, {o.student: o for o in outcomes}
 
@@ -59,8 +67,9 @@ def _cell_scores(course: Course) -> dict[str, dict[str, float | None]]:
     scores = {}
     with course.api().gradebook as gb:
         for submission in gb.assignment_submissions(ASSIGNMENT):
-            scores[submission.student.id] = {g.name: g.auto_score for nb in submission.notebooks
-                                             for g in nb.grades}
+            scores[submission.student.id] = {
+                g.name: g.auto_score for nb in submission.notebooks for g in nb.grades
+            }
     return scores
 
 
@@ -118,7 +127,9 @@ def test_same_autograded_notebooks_and_feedback(two_courses):
     stock, ours, outcomes = two_courses
     for student in ("loops", "reference", "stub", "wrong"):
         rel = Path(student) / ASSIGNMENT
-        assert _outputs(ours.root / "autograded" / rel / f"{ASSIGNMENT}.ipynb") == \
-            _outputs(stock.root / "autograded" / rel / f"{ASSIGNMENT}.ipynb"), student
-        assert _page_text(ours.root / "feedback" / rel / f"{ASSIGNMENT}.html") == \
-            _page_text(stock.root / "feedback" / rel / f"{ASSIGNMENT}.html"), student
+        assert _outputs(ours.root / "autograded" / rel / f"{ASSIGNMENT}.ipynb") == _outputs(
+            stock.root / "autograded" / rel / f"{ASSIGNMENT}.ipynb"
+        ), student
+        assert _page_text(ours.root / "feedback" / rel / f"{ASSIGNMENT}.html") == _page_text(
+            stock.root / "feedback" / rel / f"{ASSIGNMENT}.html"
+        ), student

@@ -1,4 +1,5 @@
 """The grading progress bar: counts, failures and ETA on a terminal, nothing when piped."""
+
 import io
 
 from course.progress import Progress

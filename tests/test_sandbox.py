@@ -1,5 +1,7 @@
-"""The kernel sandbox (course.grading.sandbox), through its launcher: what a sandboxed process can see,
+"""The kernel sandbox (course.grading.sandbox), through its launcher: what a sandboxed process can
+see,
 reach and use. The grading tests (test_adversarial) check the same through real kernels."""
+
 from __future__ import annotations
 
 import subprocess
@@ -44,15 +46,29 @@ def _run(tmp_path: Path, isolate: bool = True) -> str:
     private.mkdir()
     policy = sandbox.policy_for(course, workdir, private, isolate=isolate)
     result = subprocess.run(
-        [sys.executable, "-m", "course.grading.sandbox", policy.to_json(), "--",
-         sys.executable, "-c", PROBE, str(course)],
-        cwd=workdir, capture_output=True, text=True, timeout=60)
+        [
+            sys.executable,
+            "-m",
+            "course.grading.sandbox",
+            policy.to_json(),
+            "--",
+            sys.executable,
+            "-c",
+            PROBE,
+            str(course),
+        ],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     return result.stdout
 
 
-needs_root = pytest.mark.skipif(sandbox.unavailable() is not None,
-                                reason=f"no sandbox here: {sandbox.unavailable()}")
+needs_root = pytest.mark.skipif(
+    sandbox.unavailable() is not None, reason=f"no sandbox here: {sandbox.unavailable()}"
+)
 
 
 def test_this_machine_can_sandbox():
@@ -87,7 +103,9 @@ def test_kill_uid_ends_every_process_of_a_kernel_uid(tmp_path):
     if sandbox.unavailable() is not None:
         pytest.skip("needs root")
     uid = sandbox.FIRST_UID + 999_999
-    sleepers = [subprocess.Popen(["sleep", "60"], user=uid, group=uid, start_new_session=True)
-                for _ in range(3)]
+    sleepers = [
+        subprocess.Popen(["sleep", "60"], user=uid, group=uid, start_new_session=True)
+        for _ in range(3)
+    ]
     sandbox.kill_uid(uid)
     assert all(p.wait(timeout=10) == -9 for p in sleepers)

@@ -1,4 +1,6 @@
-"""The accumulation widget: `.grad` after k backward() calls, accumulated (k·g) versus zeroed (g)."""
+"""The accumulation widget: `.grad` after k backward() calls, accumulated (k·g) versus zeroed
+(g)."""
+
 from __future__ import annotations
 
 import matplotlib
@@ -60,7 +62,10 @@ def test_callers_tensor_and_grad_are_untouched(w):
 def test_same_arguments_give_the_same_numbers(w):
     """Moving the slider back and forth shows the same picture."""
     assert accumulation_data(w, loss_fn, 4) == accumulation_data(w, loss_fn, 4)
-    assert accumulation_data(w, loss_fn, 2).accumulated == accumulation_data(w, loss_fn, 4).accumulated[:2]
+    assert (
+        accumulation_data(w, loss_fn, 2).accumulated
+        == accumulation_data(w, loss_fn, 4).accumulated[:2]
+    )
 
 
 def test_works_on_matrices_and_scalars():

@@ -2,6 +2,7 @@
 
 Wall-clock times depend on the machine and its load, so they are never compared to numbers here.
 """
+
 from __future__ import annotations
 
 import matplotlib

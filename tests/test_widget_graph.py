@@ -1,4 +1,5 @@
 """The computational-graph helper: its nodes and edges, the picture, the readout and the widget."""
+
 from __future__ import annotations
 
 import matplotlib
@@ -206,8 +207,9 @@ def test_readout_lists_leaves_and_every_operation_with_its_inputs(affine):
     lines = text.splitlines()
     assert lines[0].startswith("y (shape (), requires_grad=True): 3 operation(s), 2 leaf tensor(s)")
     assert "w" in lines[0] and "b" in lines[0]
-    assert any("MulBackward0 <-" in line and "AccumulateGrad (w, shape (3,))" in line
-               for line in lines)
+    assert any(
+        "MulBackward0 <-" in line and "AccumulateGrad (w, shape (3,))" in line for line in lines
+    )
     assert lines[-1].strip().startswith("[0] AddBackward0 (y) <-")  # the output comes last
 
 

@@ -1,4 +1,6 @@
-"""The tangent widget: autograd's slope against the hand derivative, the plot's lines, the controls."""
+"""The tangent widget: autograd's slope against the hand derivative, the plot's lines, the
+controls."""
+
 from __future__ import annotations
 
 import math

@@ -1,4 +1,5 @@
 """The forgotten-zero_grad widget: the numbers it trains, the plot it draws and its controls."""
+
 from __future__ import annotations
 
 import math
@@ -62,7 +63,9 @@ def test_one_loss_and_slope_per_step_for_every_variant(data):
 
 
 def test_every_variant_starts_from_the_same_untrained_model(data):
-    starts = {variant: (losses[0], data.slopes[variant][0]) for variant, losses in data.losses.items()}
+    starts = {
+        variant: (losses[0], data.slopes[variant][0]) for variant, losses in data.losses.items()
+    }
     assert len(set(starts.values())) == 1
     assert data.slopes["correct"][0] == 0.0
 
@@ -156,7 +159,9 @@ def test_one_legend_below_the_panels_names_every_line(data):
     (legend,) = fig.legends
     texts = [t.get_text() for t in legend.get_texts()]
     assert texts == [label for label, _, _ in VARIANTS.values()] + ["true slope 2"]
-    assert [h.get_color() for h in legend.legend_handles[:3]] == [c for _, c, _ in VARIANTS.values()]
+    assert [h.get_color() for h in legend.legend_handles[:3]] == [
+        c for _, c, _ in VARIANTS.values()
+    ]
 
 
 def test_plot_titles_axes_and_scales(data):
@@ -186,7 +191,10 @@ def test_plot_draws_on_given_axes(data):
 
 def test_readout_names_every_variant_and_its_final_loss(data):
     text = readout(data)
-    assert text.splitlines()[0] == f"lr = 0.1, 30 steps, loss before training {data.losses['correct'][0]:.4g}"
+    assert (
+        text.splitlines()[0]
+        == f"lr = 0.1, 30 steps, loss before training {data.losses['correct'][0]:.4g}"
+    )
     for variant, (label, _, _) in VARIANTS.items():
         assert label in text
         assert f"{data.losses[variant][-1]:.4g}" in text

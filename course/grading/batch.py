@@ -1,4 +1,5 @@
 """Autograde submitted/, give every student an explicit status, write feedback and the grade CSV."""
+
 from __future__ import annotations
 
 import csv
@@ -38,8 +39,15 @@ FAILURE_REASONS: list[tuple[str, str]] = [
     ("ValidationError", "invalid notebook: does not match the notebook format"),
 ]
 
-CSV_FIELDS = ["assignment", "student_id", "status", "score", "max_score", "needs_manual_grade",
-              "detail"]
+CSV_FIELDS = [
+    "assignment",
+    "student_id",
+    "status",
+    "score",
+    "max_score",
+    "needs_manual_grade",
+    "detail",
+]
 
 
 @dataclass
@@ -63,13 +71,16 @@ def classify_failure(log: str) -> str:
         if needle in log:
             return reason
     # Otherwise the last exception named in the log, skipping nbgrader's own "see above" one.
-    errors = [m[0] for m in re.finditer(r"^\s*([\w.]+(?:Error|Exception): .+)$", log, re.M)
-              if "NbGraderException" not in m[0]]
+    errors = [
+        m[0]
+        for m in re.finditer(r"^\s*([\w.]+(?:Error|Exception): .+)$", log, re.M)
+        if "NbGraderException" not in m[0]
+    ]
     return f"error: {errors[-1].strip()[:200]}" if errors else "error: nbgrader gave no reason"
 
 
 def check_submission_files(course: Course, assignment: str, student: str) -> str | None:
-    """Return why a submission cannot be graded as it is (missing or unreadable notebook), or None."""
+    """Why a submission cannot be graded as it is (missing or unreadable notebook), or None."""
     folder = course.root / "submitted" / student / assignment
     for released in sorted((course.root / "release" / assignment).glob("*.ipynb")):
         path = folder / released.name
@@ -110,8 +121,9 @@ def _scores(api, assignment: str, student: str) -> Outcome:
                     ungraded.append(grade.name)
         score, max_score = submission.code_score, submission.max_code_score
     status, detail = (PARTIAL, f"not graded: {', '.join(ungraded)}") if ungraded else (GRADED, "")
-    return Outcome(assignment, student, status, detail, score, max_score, needs_manual,
-                   cell_scores, cell_max)
+    return Outcome(
+        assignment, student, status, detail, score, max_score, needs_manual, cell_scores, cell_max
+    )
 
 
 def _record(course: Course, recorder, api, result: JobResult) -> Outcome:
@@ -121,15 +133,17 @@ def _record(course: Course, recorder, api, result: JobResult) -> Outcome:
         merged = recorder.autograde(result.assignment, result.student, force=True, create=True)
         if not merged["success"]:
             problem = "error: the executed notebook could not be recorded: " + classify_failure(
-                f"{merged.get('log', '')}\n{merged.get('error') or ''}")
+                f"{merged.get('log', '')}\n{merged.get('error') or ''}"
+            )
     if problem is not None:
         _forget_submission(api, result.assignment, result.student)
         return Outcome(result.assignment, result.student, FAILED, problem)
     outcome = _scores(api, result.assignment, result.student)
     if withheld := _withheld(course, result.assignment, result.student):
         outcome.status = FLAGGED
-        outcome.detail = "; ".join(filter(None, [f"tests withheld for review: {withheld}",
-                                                 outcome.detail]))
+        outcome.detail = "; ".join(
+            filter(None, [f"tests withheld for review: {withheld}", outcome.detail])
+        )
     feedback = course.root / "feedback" / result.student / result.assignment
     if feedback.exists():
         shutil.rmtree(feedback)
@@ -174,8 +188,9 @@ def _finished(jobs: list[Job], workers: int, executor: Executor | None) -> Itera
             except Exception as error:  # the worker itself failed: this job fails, the rest go on
                 job = futures[future]
                 reason = f"grading worker failed: {type(error).__name__}: {error}"
-                yield JobResult(job.assignment, job.student, False, reason, None,
-                                reason.splitlines()[0][:300])
+                yield JobResult(
+                    job.assignment, job.student, False, reason, None, reason.splitlines()[0][:300]
+                )
     elif workers <= 1:
         yield from map(run_job, jobs)
     else:
@@ -197,8 +212,9 @@ def grade(
 ) -> list[Outcome]:
     """Grade every student on the roster (gradebook ∪ submitted/) for each assignment.
 
-    Submissions are graded as independent jobs (`course.grading.jobs`), ``workers`` at a time; only this
-    process writes the gradebook. Kernels are forked from warm zygotes (`course.grading.warm`) unless
+    Submissions are graded as independent jobs (`course.grading.jobs`), ``workers`` at a time;
+    only this process writes the gradebook. Kernels are forked from warm zygotes
+    (`course.grading.warm`) unless
     ``warm`` is False. ``executor`` (any ``concurrent.futures.Executor``, e.g. a dask client's
     ``get_executor()``) runs the jobs instead of a local pool. ``on_start(total)`` is called
     once the number of submissions is known, ``on_outcome`` after each one.
@@ -233,8 +249,16 @@ def grade(
                     _forget_submission(api, assignment, student)
                     done(Outcome(assignment, student, FAILED, problem))
                 else:
-                    jobs.append(Job(course.root, assignment, student, workdir / "gradebook.db",
-                                    workdir, workdir / "warm" if warm else None))
+                    jobs.append(
+                        Job(
+                            course.root,
+                            assignment,
+                            student,
+                            workdir / "gradebook.db",
+                            workdir,
+                            workdir / "warm" if warm else None,
+                        )
+                    )
         with api.gradebook as gb:  # make sure every student exists before the snapshot
             for student in roster:
                 gb.update_or_create_student(student)
@@ -257,15 +281,17 @@ def write_csv(outcomes: list[Outcome], path: Path) -> Path:
         writer = csv.DictWriter(handle, fieldnames=CSV_FIELDS)
         writer.writeheader()
         for o in outcomes:
-            writer.writerow({
-                "assignment": o.assignment,
-                "student_id": o.student,
-                "status": o.status,
-                "score": "" if o.score is None else f"{o.score:g}",
-                "max_score": "" if o.max_score is None else f"{o.max_score:g}",
-                "needs_manual_grade": "yes" if o.needs_manual_grade else "",
-                "detail": o.detail,
-            })
+            writer.writerow(
+                {
+                    "assignment": o.assignment,
+                    "student_id": o.student,
+                    "status": o.status,
+                    "score": "" if o.score is None else f"{o.score:g}",
+                    "max_score": "" if o.max_score is None else f"{o.max_score:g}",
+                    "needs_manual_grade": "yes" if o.needs_manual_grade else "",
+                    "detail": o.detail,
+                }
+            )
     return path
 
 
@@ -277,6 +303,5 @@ def format_table(outcomes: list[Outcome]) -> str:
         detail = o.detail + (" (written answer to grade by hand)" if o.needs_manual_grade else "")
         rows.append((o.assignment, o.student, o.status, score, detail.strip()))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r[:4], widths)) + "  " + r[4]
-             for r in rows]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r[:4], widths)) + "  " + r[4] for r in rows]
     return "\n".join(line.rstrip() for line in lines)

@@ -16,6 +16,7 @@ It is an allow-list where it can be (imports, attribute writes), so tricks nobod
 refused too; what remains is checked at run time by `course.grading.guard`. A finding withholds the
 notebook's automatic points for the instructor to review; it never crashes grading.
 """
+
 from __future__ import annotations
 
 import ast
@@ -24,29 +25,95 @@ from dataclasses import dataclass
 
 from IPython.core.inputtransformer2 import TransformerManager
 
-ALLOWED_MODULES = {"torch", "math", "cmath", "random", "itertools", "functools", "collections",
-                   "typing", "dataclasses", "copy", "operator", "numbers", "statistics", "time",
-                   "warnings", "numpy", "fractions", "decimal", "heapq", "bisect", "enum", "abc",
-                   "string", "re"}
-DENIED_SUBMODULES = {"torch.overrides", "torch.library", "torch.utils", "torch.testing._internal",
-                     "torch.multiprocessing", "torch.hub", "numpy.ctypeslib", "numpy.lib"}
-DENIED_NAMES = {"exec", "eval", "compile", "__import__", "globals", "locals", "vars", "setattr",
-                "delattr", "open", "breakpoint", "get_ipython", "__builtins__", "builtins"}
+ALLOWED_MODULES = {
+    "torch",
+    "math",
+    "cmath",
+    "random",
+    "itertools",
+    "functools",
+    "collections",
+    "typing",
+    "dataclasses",
+    "copy",
+    "operator",
+    "numbers",
+    "statistics",
+    "time",
+    "warnings",
+    "numpy",
+    "fractions",
+    "decimal",
+    "heapq",
+    "bisect",
+    "enum",
+    "abc",
+    "string",
+    "re",
+}
+DENIED_SUBMODULES = {
+    "torch.overrides",
+    "torch.library",
+    "torch.utils",
+    "torch.testing._internal",
+    "torch.multiprocessing",
+    "torch.hub",
+    "numpy.ctypeslib",
+    "numpy.lib",
+}
+DENIED_NAMES = {
+    "exec",
+    "eval",
+    "compile",
+    "__import__",
+    "globals",
+    "locals",
+    "vars",
+    "setattr",
+    "delattr",
+    "open",
+    "breakpoint",
+    "get_ipython",
+    "__builtins__",
+    "builtins",
+}
 # Attributes that give a handle on frames, code, the interpreter or global behaviour.
 DENIED_ATTRIBUTE_PREFIXES = ("f_", "gi_", "cr_", "ag_", "tb_", "co_")
 DENIED_ATTRIBUTES = {
-    "overrides", "library", "update_wrapper", "wraps", "set_default_dtype", "set_default_device",
-    "set_default_tensor_type", "use_deterministic_algorithms", "register_module_forward_hook",
-    "register_module_forward_pre_hook", "register_module_backward_hook",
-    "register_module_full_backward_hook", "register_module_full_backward_pre_hook",
-    "register_module_buffer_registration_hook", "register_module_module_registration_hook",
-    "register_module_parameter_registration_hook", "saved_tensors_hooks",
-    "disable_saved_tensors_hooks", "register_multi_grad_hook", "attrgetter", "methodcaller",
+    "overrides",
+    "library",
+    "update_wrapper",
+    "wraps",
+    "set_default_dtype",
+    "set_default_device",
+    "set_default_tensor_type",
+    "use_deterministic_algorithms",
+    "register_module_forward_hook",
+    "register_module_forward_pre_hook",
+    "register_module_backward_hook",
+    "register_module_full_backward_hook",
+    "register_module_full_backward_pre_hook",
+    "register_module_buffer_registration_hook",
+    "register_module_module_registration_hook",
+    "register_module_parameter_registration_hook",
+    "saved_tensors_hooks",
+    "disable_saved_tensors_hooks",
+    "register_multi_grad_hook",
+    "attrgetter",
+    "methodcaller",
 }
 ALLOWED_DUNDERS = {"__init__", "__name__"}
 WRITABLE_ATTRIBUTES = {"grad", "data", "requires_grad"}
-ALLOWED_BASES = {"object", "Exception", "ValueError", "TypeError", "KeyError", "RuntimeError",
-                 "Module", "NamedTuple"}
+ALLOWED_BASES = {
+    "object",
+    "Exception",
+    "ValueError",
+    "TypeError",
+    "KeyError",
+    "RuntimeError",
+    "Module",
+    "NamedTuple",
+}
 
 
 @dataclass(frozen=True)
@@ -62,8 +129,10 @@ class Finding:
 def _imported(node: ast.Import | ast.ImportFrom) -> dict[str, str]:
     """Name -> what an import binds it to (``import numpy as np``: np -> numpy)."""
     if isinstance(node, ast.Import):
-        return {a.asname or a.name.split(".")[0]: a.name if a.asname else a.name.split(".")[0]
-                for a in node.names}
+        return {
+            a.asname or a.name.split(".")[0]: a.name if a.asname else a.name.split(".")[0]
+            for a in node.names
+        }
     return {a.asname or a.name: f"{node.module}.{a.name}" for a in node.names}
 
 
@@ -116,7 +185,8 @@ class _Scanner(ast.NodeVisitor):
         if top not in ALLOWED_MODULES:
             self.flag(node, f"imports {name} (only {', '.join(sorted(ALLOWED_MODULES))})")
         elif any(name == d or name.startswith(d + ".") for d in DENIED_SUBMODULES) or any(
-                part.startswith("_") for part in name.split(".")):
+            part.startswith("_") for part in name.split(".")
+        ):
             self.flag(node, f"imports {name}")
 
     def _bind_import(self, node: ast.Import | ast.ImportFrom) -> None:
@@ -175,8 +245,11 @@ class _Scanner(ast.NodeVisitor):
             base = node.value
             on_self = isinstance(base, ast.Name) and base.id == "self"
             if node.attr not in WRITABLE_ATTRIBUTES and not on_self:
-                self.flag(node, f"writes the attribute {_dotted(node) or node.attr} "
-                                "(only .grad, .data, .requires_grad and self.<name> may be set)")
+                self.flag(
+                    node,
+                    f"writes the attribute {_dotted(node) or node.attr} "
+                    "(only .grad, .data, .requires_grad and self.<name> may be set)",
+                )
         self.generic_visit(node)
 
     def visit_Call(self, node):
@@ -206,15 +279,19 @@ class _Scanner(ast.NodeVisitor):
             name = _dotted(base)
             last = name.split(".")[-1] if name else None
             if last not in ALLOWED_BASES or (name and name.split(".")[0] in DENIED_NAMES):
-                self.flag(base, f"subclasses {name or 'an expression'} "
-                                f"(only {', '.join(sorted(ALLOWED_BASES))})")
+                self.flag(
+                    base,
+                    f"subclasses {name or 'an expression'} "
+                    f"(only {', '.join(sorted(ALLOWED_BASES))})",
+                )
         for keyword in node.keywords:
             self.flag(keyword, f"class keyword {keyword.arg} (metaclass)")
         self._nested(node)
 
 
-def scan_source(source: str, protected: dict[str, str | None] | None = None
-                ) -> list[tuple[int, str]]:
+def scan_source(
+    source: str, protected: dict[str, str | None] | None = None
+) -> list[tuple[int, str]]:
     """(line, reason) for each thing in one cell's code that student code may not do."""
     python = TransformerManager().transform_cell(source)
     if "get_ipython()" in python and "get_ipython" not in source:
@@ -228,16 +305,18 @@ def scan_source(source: str, protected: dict[str, str | None] | None = None
     return sorted(set(scanner.found))
 
 
-def scan_notebook(notebook, trusted_sources: set[str], protected: dict[str, str | None]
-                  ) -> list[Finding]:
+def scan_notebook(
+    notebook, trusted_sources: set[str], protected: dict[str, str | None]
+) -> list[Finding]:
     """Findings in every code cell whose source is not one of the trusted (locked or test)
     cells of the assignment's source: those are the cells a student wrote or changed."""
     findings = []
     for index, cell in enumerate(notebook.cells):
         if cell.cell_type != "code" or cell.source in trusted_sources:
             continue
-        findings += [Finding(index, line, reason)
-                     for line, reason in scan_source(cell.source, protected)]
+        findings += [
+            Finding(index, line, reason) for line, reason in scan_source(cell.source, protected)
+        ]
     return findings
 
 

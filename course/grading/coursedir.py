@@ -1,4 +1,5 @@
 """Finding the course directory and talking to nbgrader about it."""
+
 from __future__ import annotations
 
 import os
@@ -25,7 +26,7 @@ def _expose_venv_tools() -> None:
 
 @dataclass(frozen=True)
 class Course:
-    """An nbgrader course directory: `nbgrader_config.py`, `source/`, `release/`, `submitted/`, ..."""
+    """An nbgrader course directory: `nbgrader_config.py`, `source/`, `release/`, `submitted/`."""
 
     root: Path
 
@@ -46,8 +47,11 @@ class Course:
     @property
     def assignments(self) -> list[str]:
         """Assignment ids, from the folders in source/."""
-        return sorted(p.name for p in (self.root / "source").iterdir() if p.is_dir()
-                      and not p.name.startswith("."))
+        return sorted(
+            p.name
+            for p in (self.root / "source").iterdir()
+            if p.is_dir() and not p.name.startswith(".")
+        )
 
     def check_assignments(self, requested: list[str]) -> list[str]:
         """Return ``requested`` (all assignments when empty); raise on an unknown id."""

@@ -1,5 +1,6 @@
 """The Execute preprocessor used for grading: nbgrader's, with a sandboxed (and, where a zygote is
 ready, warm) kernel, a total time limit, an output cap and kernel death noticed at once."""
+
 from __future__ import annotations
 
 import copy
@@ -33,7 +34,8 @@ class GradingExecute(Execute):
 
     - each kernel in a sandbox (`course.grading.sandbox`): only its working copy in reach, limits on
       memory, CPU, processes and file size;
-    - a warm start where a zygote serves this notebook (`course.grading.warm`) and the notebook's leading
+    - a warm start where a zygote serves this notebook (`course.grading.warm`) and the notebook's
+      leading
       code cells are the locked ones it ran: those cells are not run again, their recorded
       outputs are copied in;
     - a total time limit for the notebook, besides nbgrader's per-cell one;
@@ -41,8 +43,9 @@ class GradingExecute(Execute):
     - a kernel that exits (``os._exit``, a segfault, the memory limit) reported as dead within a
       second, not as a late cell timeout. nbclient asks the kernel *client* whether the kernel
       lives, which without a heartbeat always says yes; the kernel *manager* knows;
-    - tampering withheld: if the static scan (`course.grading.codescan`) finds student code reaching for
-      the grading machinery, or the tripwire (`course.grading.guard`) finds it changed after a test cell,
+    - tampering withheld: if the static scan (`course.grading.codescan`) finds student code
+      reaching for the grading machinery, or the tripwire (`course.grading.guard`) finds it
+      changed after a test cell,
       that test cell and every later one get an error output instead of a result, so nbgrader
       scores them 0 and the student sees why. The reasons go to the notebook's metadata
       (``course.withheld``) for the grader's report; the instructor can review and override.
@@ -91,36 +94,52 @@ class GradingExecute(Execute):
         return trusted, scan_notebook(nb, trusted, protected), prefix_sources(original)
 
     def _leading_code(self, nb, count: int) -> list[int]:
-        return [i for i, c in enumerate(nb.cells)
-                if c.cell_type == "code" and c.source.strip()][:count]
+        return [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.source.strip()][
+            :count
+        ]
 
     def _record_prefix(self, nb, lead: list[str]) -> None:
         """After a cold run: keep what the leading locked cells printed, for warm runs."""
         cells = [nb.cells[i] for i in self._leading]
-        if self._prefix_widgets and all(c.execution_count for c in cells) and not any(
-                o.output_type == "error" for c in cells for o in c.outputs):
+        if (
+            self._prefix_widgets
+            and all(c.execution_count for c in cells)
+            and not any(o.output_type == "error" for c in cells for o in c.outputs)
+        ):
             if not self._record_to.exists():
-                Prefix(lead, [c.outputs for c in cells], [c.execution_count for c in cells],
-                       *self._prefix_widgets).save(self._record_to)
+                Prefix(
+                    lead,
+                    [c.outputs for c in cells],
+                    [c.execution_count for c in cells],
+                    *self._prefix_widgets,
+                ).save(self._record_to)
 
     def _widgets_after_prefix(self, index: int) -> None:
         """Where the prefix ends, record (cold) or restore (warm) the widget models it made."""
         if not self._leading or index != self._leading[-1]:
             return
         if self._record_to is not None:
-            self._prefix_widgets = (copy.deepcopy(self.widget_state), {
-                comm: [[list(path), value] for path, value in buffers.items()]
-                for comm, buffers in self.widget_buffers.items()})
+            self._prefix_widgets = (
+                copy.deepcopy(self.widget_state),
+                {
+                    comm: [[list(path), value] for path, value in buffers.items()]
+                    for comm, buffers in self.widget_buffers.items()
+                },
+            )
         elif self._prefix is not None:
             self.widget_state.update(copy.deepcopy(self._prefix.widget_state))
-            self.widget_buffers.update({
-                comm: {tuple(path): value for path, value in pairs}
-                for comm, pairs in self._prefix.widget_buffers.items()})
+            self.widget_buffers.update(
+                {
+                    comm: {tuple(path): value for path, value in pairs}
+                    for comm, pairs in self._prefix.widget_buffers.items()
+                }
+            )
 
     async def _guard(self, call: str) -> str:
-        """Run ``course.grading.guard.<call>`` in the kernel, outside any cell; return its answer."""
-        msg_id = self.kc.execute("", silent=True, store_history=False,
-                                 user_expressions={"guard": f"{GUARD}.{call}()"})
+        """Run ``guard.<call>`` in the kernel, outside any cell; return its answer."""
+        msg_id = self.kc.execute(
+            "", silent=True, store_history=False, user_expressions={"guard": f"{GUARD}.{call}()"}
+        )
         reply = await self.async_wait_for_reply(msg_id)
         answer = (reply or {}).get("content", {}).get("user_expressions", {}).get("guard", {})
         if answer.get("status") != "ok":
@@ -154,15 +173,18 @@ class GradingExecute(Execute):
 
     def create_kernel_manager(self):
         km = super().create_kernel_manager()
-        workdir = (self.resources.get("metadata", {}).get("path") or os.getcwd())
+        workdir = self.resources.get("metadata", {}).get("path") or os.getcwd()
         km.transport = "ipc"  # Unix sockets: the kernel has no network
         km.ip = os.path.join(self._private, "ipc")
         km.connection_file = os.path.join(self._private, "kernel.json")
         km.zygote = self._zygote or ""
-        km.policy = policy_for(Path(self.course_root or os.getcwd()), Path(workdir),
-                               Path(self._private), Limits(memory_mb=self.memory_mb,
-                                                           cpu_seconds=self.total_timeout + 60),
-                               self.isolate).to_json()
+        km.policy = policy_for(
+            Path(self.course_root or os.getcwd()),
+            Path(workdir),
+            Path(self._private),
+            Limits(memory_mb=self.memory_mb, cpu_seconds=self.total_timeout + 60),
+            self.isolate,
+        ).to_json()
         return km
 
     def preprocess_cell(self, cell, resources, index):
@@ -196,7 +218,8 @@ class GradingExecute(Execute):
         remaining = self._deadline - time.monotonic()
         if remaining <= 0:
             raise SubmissionTimeout(
-                f"the notebook ran past its total time limit of {self.total_timeout} s")
+                f"the notebook ran past its total time limit of {self.total_timeout} s"
+            )
         configured = self.timeout
         self.timeout = max(1, min(configured or remaining, int(remaining) + 1))
         self._cell_output_bytes = 0
@@ -212,9 +235,13 @@ class GradingExecute(Execute):
         if self._cell_output_bytes - size > limit:
             return None
         if self._cell_output_bytes > limit:
-            outs.append(nbformat.v4.new_output(
-                "stream", name="stderr",
-                text=f"\n[output cut by the grader: more than {self.max_output_kb} KB]\n"))
+            outs.append(
+                nbformat.v4.new_output(
+                    "stream",
+                    name="stderr",
+                    text=f"\n[output cut by the grader: more than {self.max_output_kb} KB]\n",
+                )
+            )
             return None
         return super().output(outs, msg, display_id, cell_index)
 
@@ -226,7 +253,10 @@ class GradingExecute(Execute):
 
 def _withheld_output(reasons: list[str]) -> nbformat.NotebookNode:
     """The error a withheld test cell shows (and nbgrader scores as 0)."""
-    message = ("this test was not run because the notebook's code reaches for the grading "
-               f"machinery ({'; '.join(reasons)}). Your instructor will review it.")
-    return nbformat.v4.new_output("error", ename=WITHHELD, evalue=message,
-                                  traceback=[f"{WITHHELD}: {message}"])
+    message = (
+        "this test was not run because the notebook's code reaches for the grading "
+        f"machinery ({'; '.join(reasons)}). Your instructor will review it."
+    )
+    return nbformat.v4.new_output(
+        "error", ename=WITHHELD, evalue=message, traceback=[f"{WITHHELD}: {message}"]
+    )

@@ -1,4 +1,5 @@
 """Feedback preprocessing: students see which tests failed and why, never the hidden test code."""
+
 from __future__ import annotations
 
 from nbconvert.preprocessors import Preprocessor

@@ -1,6 +1,7 @@
 """A tripwire inside the grading kernel: has anything the checks rely on been changed?
 
-The grader (`course.grading.execute.GradingExecute`) calls `snapshot()` before the first cell a student
+The grader (`course.grading.execute.GradingExecute`) calls `snapshot()` before the first cell a
+student
 could have written, and `check()` after every test cell, through the kernel protocol's
 user_expressions (never through a notebook cell). `check()` answers "ok" or names what changed:
 functions of torch, torch.Tensor, torch.nn.functional, torch.autograd, builtins and the course's
@@ -11,6 +12,7 @@ transformers, event callbacks and traceback display; and the imported helpers th
 It runs in the student's process, so it is a tripwire, not a wall: the static scan
 (`course.grading.codescan`) keeps student code from reaching what it would take to fool it.
 """
+
 from __future__ import annotations
 
 import builtins
@@ -34,43 +36,66 @@ def _state() -> dict[str, object]:
     import course.lesson.checks
 
     state: dict[str, object] = {}
-    for name, namespace in [("torch", vars(torch)), ("torch.Tensor", vars(torch.Tensor)),
-                            ("torch.nn.functional", vars(F)),
-                            ("torch.autograd", vars(torch.autograd)),
-                            ("torch.nn.Module", vars(torch.nn.Module)),
-                            ("builtins", vars(builtins)), ("math", vars(math)),
-                            ("course.lesson.checks", vars(course.lesson.checks))]:
+    for name, namespace in [
+        ("torch", vars(torch)),
+        ("torch.Tensor", vars(torch.Tensor)),
+        ("torch.nn.functional", vars(F)),
+        ("torch.autograd", vars(torch.autograd)),
+        ("torch.nn.Module", vars(torch.nn.Module)),
+        ("builtins", vars(builtins)),
+        ("math", vars(math)),
+        ("course.lesson.checks", vars(course.lesson.checks)),
+    ]:
         state.update(_entries(name, namespace))
-    state.update({
-        "torch grad mode": torch.is_grad_enabled(),
-        "torch inference mode": torch.is_inference_mode_enabled(),
-        "torch default dtype": str(torch.get_default_dtype()),
-        "torch function modes": torch._C._len_torch_function_stack(),
-        "torch dispatch modes": torch._C._len_torch_dispatch_stack(),
-        "torch anomaly mode": torch.is_anomaly_enabled(),
-        "torch global module hooks": tuple(
-            len(getattr(module, name)) for name in dir(module)
-            if name.startswith("_global_") and isinstance(getattr(module, name), dict)),
-        "sys.trace": sys.gettrace(), "sys.profile": sys.getprofile(),
-        "sys.displayhook": sys.displayhook, "sys.excepthook": sys.excepthook,
-        "sys.meta_path": tuple(sys.meta_path), "sys.path_hooks": tuple(sys.path_hooks),
-        "sys.modules": tuple(sys.modules.get(m) for m in
-                             ("torch", "builtins", "math", "course", "course.lesson.checks")),
-    })
+    state.update(
+        {
+            "torch grad mode": torch.is_grad_enabled(),
+            "torch inference mode": torch.is_inference_mode_enabled(),
+            "torch default dtype": str(torch.get_default_dtype()),
+            "torch function modes": torch._C._len_torch_function_stack(),
+            "torch dispatch modes": torch._C._len_torch_dispatch_stack(),
+            "torch anomaly mode": torch.is_anomaly_enabled(),
+            "torch global module hooks": tuple(
+                len(getattr(module, name))
+                for name in dir(module)
+                if name.startswith("_global_") and isinstance(getattr(module, name), dict)
+            ),
+            "sys.trace": sys.gettrace(),
+            "sys.profile": sys.getprofile(),
+            "sys.displayhook": sys.displayhook,
+            "sys.excepthook": sys.excepthook,
+            "sys.meta_path": tuple(sys.meta_path),
+            "sys.path_hooks": tuple(sys.path_hooks),
+            "sys.modules": tuple(
+                sys.modules.get(m)
+                for m in ("torch", "builtins", "math", "course", "course.lesson.checks")
+            ),
+        }
+    )
     shell = get_ipython()
     if shell is not None:
-        state.update({
-            "IPython input transformers": tuple(shell.input_transformers_cleanup
-                                                + shell.input_transformers_post),
-            "IPython AST transformers": tuple(shell.ast_transformers),
-            "IPython events": tuple((e, tuple(cbs)) for e, cbs in shell.events.callbacks.items()),
-        })
-        state.update(_entries("IPython shell", {k: v for k, v in vars(shell).items()
-                                                if callable(v) and not isinstance(v, type)}))
+        state.update(
+            {
+                "IPython input transformers": tuple(
+                    shell.input_transformers_cleanup + shell.input_transformers_post
+                ),
+                "IPython AST transformers": tuple(shell.ast_transformers),
+                "IPython events": tuple(
+                    (e, tuple(cbs)) for e, cbs in shell.events.callbacks.items()
+                ),
+            }
+        )
+        state.update(
+            _entries(
+                "IPython shell",
+                {k: v for k, v in vars(shell).items() if callable(v) and not isinstance(v, type)},
+            )
+        )
         # What the lesson imported: modules, and the course's check helpers.
         for name, value in shell.user_ns.items():
             if isinstance(value, types.ModuleType) or (
-                    callable(value) and str(getattr(value, "__module__", "")).startswith("course")):
+                callable(value) and str(getattr(value, "__module__", "")).startswith("course")
+            ):
                 state[f"notebook name {name}"] = value
     return state
 

@@ -6,6 +6,7 @@ course. It leaves the executed notebooks there and returns where the feedback pa
 caller then records the grades in the one real gradebook by replaying the executed outputs
 through nbgrader (`course.grading.replay`), so the gradebook is only ever written from one process.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -47,7 +48,9 @@ def prepare(job: Job) -> Course:
         shutil.rmtree(scratch)
     (scratch / "source").mkdir(parents=True)
     shutil.copy2(job.course_root / CONFIG_FILE, scratch / CONFIG_FILE)
-    shutil.copytree(job.course_root / "source" / job.assignment, scratch / "source" / job.assignment)
+    shutil.copytree(
+        job.course_root / "source" / job.assignment, scratch / "source" / job.assignment
+    )
     course = Course.at(scratch)
     shutil.copy2(job.gradebook, course.gradebook)
     # Only the assignment's notebooks and nbgrader's own files (the submission time, the secret

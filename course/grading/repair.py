@@ -1,4 +1,5 @@
-"""Before nbgrader sees a submission: its cells' grading metadata is the source's, not the student's.
+"""Before nbgrader sees a submission: its cells' grading metadata is the source's, not the
+student's.
 
 nbgrader trusts the metadata a submission carries, and its own code fails (KeyError,
 MissingEntry) on an empty notebook, a duplicated cell or an answer cell re-labelled as a test.
@@ -9,6 +10,7 @@ changed cell type loses its claim and becomes an ordinary cell; every graded, an
 cell the student deleted is put back where it belongs, answers empty. nbgrader's own steps then
 restore the locked and test cells' code as usual.
 """
+
 from __future__ import annotations
 
 import copy

@@ -5,6 +5,7 @@ notebook, it copies the outputs that the job's kernel produced. Everything else 
 restoring locked cells, scoring, late penalties, the gradebook rows) is nbgrader's own code, so
 the gradebook ends up exactly as a sequential `nbgrader autograde` would leave it.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -21,8 +22,13 @@ from .jobs import scratch_dir
 
 def executed_notebook(workdir: Path, assignment: str, student: str, notebook: str) -> Path:
     """Where a job (see `course.grading.jobs`) leaves the executed copy of one notebook."""
-    return (scratch_dir(workdir, assignment, student) / "autograded" / student / assignment
-            / f"{notebook}.ipynb")
+    return (
+        scratch_dir(workdir, assignment, student)
+        / "autograded"
+        / student
+        / assignment
+        / f"{notebook}.ipynb"
+    )
 
 
 class ReplayError(Exception):
@@ -34,8 +40,9 @@ class ReplayOutputs(NbGraderPreprocessor):
 
     def preprocess(self, nb, resources):
         info = resources["nbgrader"]
-        path = executed_notebook(Path(self.workdir), info["assignment"], info["student"],
-                                 info["notebook"])
+        path = executed_notebook(
+            Path(self.workdir), info["assignment"], info["student"], info["notebook"]
+        )
         executed = nbformat.read(path, as_version=nbformat.NO_CONVERT)
         if [c.source for c in executed.cells] != [c.source for c in nb.cells]:
             raise ReplayError(f"{path} does not match the prepared notebook")

@@ -11,8 +11,10 @@ Where the machine allows it (Linux, as root or with CAP_SYS_ADMIN), also:
   given, signal the grader, or use up another kernel's process quota.
 
 `enter` applies a `Policy` to the current process (a kernel forked from a warm zygote);
-``python -m course.grading.sandbox POLICY -- CMD...`` applies it and execs CMD (a kernel started cold).
+``python -m course.grading.sandbox POLICY -- CMD...`` applies it and execs CMD (a kernel started
+cold).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -61,22 +63,42 @@ class Policy:
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
 
 
-def policy_for(course_root: Path, workdir: Path, private: Path, limits: Limits | None = None,
-               isolate: bool = True) -> Policy:
+def policy_for(
+    course_root: Path,
+    workdir: Path,
+    private: Path,
+    limits: Limits | None = None,
+    isolate: bool = True,
+) -> Policy:
     """The policy for a kernel grading in ``workdir``, with the course at ``course_root``."""
     import tempfile
 
-    hide = {Path(course_root), Path.home(), Path(tempfile.gettempdir()), Path("/tmp"),
-            Path("/var/tmp"), Path("/dev/shm")}
+    hide = {
+        Path(course_root),
+        Path.home(),
+        Path(tempfile.gettempdir()),
+        Path("/tmp"),
+        Path("/var/tmp"),
+        Path("/dev/shm"),
+    }
     package_home = Path(course.__file__).parent.parent
     if (package_home / "nbgrader_config.py").exists():  # grading a copy: hide the original too
         hide.add(package_home)
-    keep = {Path(sys.base_prefix), Path(sys.prefix), Path(course.__file__).parent, Path(workdir),
-            Path(private)}
-    return Policy(str(workdir), str(private),
-                  tuple(sorted(str(p.resolve()) for p in hide if p.exists())),
-                  tuple(sorted(str(p.resolve()) for p in keep)),
-                  limits or Limits(), isolate)
+    keep = {
+        Path(sys.base_prefix),
+        Path(sys.prefix),
+        Path(course.__file__).parent,
+        Path(workdir),
+        Path(private),
+    }
+    return Policy(
+        str(workdir),
+        str(private),
+        tuple(sorted(str(p.resolve()) for p in hide if p.exists())),
+        tuple(sorted(str(p.resolve()) for p in keep)),
+        limits or Limits(),
+        isolate,
+    )
 
 
 def kernel_uid(pid: int) -> int:
@@ -93,8 +115,9 @@ def kill_uid(uid: int) -> None:
         found = False
         for status in Path("/proc").glob("[0-9]*/status"):
             try:
-                uids = next(line for line in status.read_text().splitlines()
-                            if line.startswith("Uid:"))
+                uids = next(
+                    line for line in status.read_text().splitlines() if line.startswith("Uid:")
+                )
                 if int(uids.split()[1]) == uid:
                     os.kill(int(status.parent.name), 9)
                     found = True
@@ -118,8 +141,14 @@ def _call(name: str, *args) -> None:
 
 
 def _mount(source: str, target: str, fstype: str | None, flags: int, data: str | None = None):
-    _call("mount", source.encode(), target.encode(), fstype.encode() if fstype else None,
-          ctypes.c_ulong(flags), data.encode() if data else None)
+    _call(
+        "mount",
+        source.encode(),
+        target.encode(),
+        fstype.encode() if fstype else None,
+        ctypes.c_ulong(flags),
+        data.encode() if data else None,
+    )
 
 
 def _limit(kind: int, value: int) -> None:
@@ -146,8 +175,13 @@ def _isolate_files(policy: Policy) -> None:
     for hidden in sorted(policy.hide, key=len):
         if os.path.isdir(hidden):
             mode = "1777" if hidden in ("/tmp", "/var/tmp", "/dev/shm") else "755"
-            _mount("tmpfs", hidden, "tmpfs", MS_NOSUID | MS_NODEV,
-                   f"mode={mode},size={policy.limits.tmpfs_mb}m")
+            _mount(
+                "tmpfs",
+                hidden,
+                "tmpfs",
+                MS_NOSUID | MS_NODEV,
+                f"mode={mode},size={policy.limits.tmpfs_mb}m",
+            )
     for path, handle in kept:
         os.makedirs(path, exist_ok=True)
         _mount(f"/proc/self/fd/{handle}", path, None, MS_BIND | MS_REC)
@@ -202,8 +236,13 @@ def enter(policy: Policy) -> list[str]:
         # the working copy again through the new view.
         os.chdir(policy.workdir)
     home = policy.private
-    os.environ.update(HOME=home, IPYTHONDIR=f"{home}/.ipython", MPLCONFIGDIR=f"{home}/.matplotlib",
-                      TMPDIR=home, JUPYTER_RUNTIME_DIR=home)
+    os.environ.update(
+        HOME=home,
+        IPYTHONDIR=f"{home}/.ipython",
+        MPLCONFIGDIR=f"{home}/.matplotlib",
+        TMPDIR=home,
+        JUPYTER_RUNTIME_DIR=home,
+    )
     return missing
 
 
@@ -212,7 +251,7 @@ def main(argv: list[str]) -> None:
     split = argv.index("--")
     for problem in enter(Policy.from_json(argv[split - 1])):
         print(f"sandbox: {problem}", file=sys.stderr)
-    command = argv[split + 1:]
+    command = argv[split + 1 :]
     os.execvp(command[0], command)
 
 

@@ -9,7 +9,14 @@ stops the relaxed validator from replacing the strict one in nbformat's cache.)
 
 nbgrader checks each cell's metadata with ``jsonschema.validate``, which checks the schema itself
 again on every call: about 0.2 s per notebook pass.
+
+When each patch can go: both are needed with nbformat 5.10.4 and nbgrader 0.9.6 (our pins), and
+no upstream issue or release tracks either yet (their trackers searched on 2026-12-01). Drop
+`cache_notebook_validators` once nbformat's ``get_validator`` caches what it compiles, and
+`cache_cell_metadata_validators` once nbgrader's ``nbgraderformat.common`` validates with a
+prebuilt validator instead of ``jsonschema.validate``; `benchmarks/kernel_costs.py` shows the cost.
 """
+
 from __future__ import annotations
 
 import functools

@@ -6,10 +6,12 @@ the kernel needs and runs the notebook's leading locked cells (the lesson up to 
 instructor code only). Each submission's kernel is then forked from it: a process of its own that
 no other student's code has touched, which starts where a cold kernel would be after those cells.
 What those cells printed is recorded from the first submission graded cold (they ran before any
-student code there) and copied into each notebook graded warm (`course.grading.execute.GradingExecute`).
+student code there) and copied into each notebook graded warm
+(`course.grading.execute.GradingExecute`).
 
     python -m course.grading.warm SPEC.json   # serve forks on the Unix socket named in the spec
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -84,8 +86,11 @@ def _run_prefix(sources: list[str]) -> tuple[dict, int]:
     config = Config()
     config.HistoryManager.hist_file = ":memory:"
     shell = InteractiveShell.instance(config=config)
-    with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink), \
-            contextlib.redirect_stderr(sink):
+    with (
+        open(os.devnull, "w") as sink,
+        contextlib.redirect_stdout(sink),
+        contextlib.redirect_stderr(sink),
+    ):
         for source in sources:
             result = shell.run_cell(source, store_history=True)
             if not result.success:
@@ -100,8 +105,8 @@ def _run_prefix(sources: list[str]) -> tuple[dict, int]:
 
 def _become_kernel(request: dict, namespace: dict, count: int) -> None:
     """In the forked child: sandbox this process and run it as the kernel."""
-    from IPython.core.interactiveshell import InteractiveShell
     from ipykernel.kernelapp import IPKernelApp
+    from IPython.core.interactiveshell import InteractiveShell
 
     from .sandbox import Policy, enter
 
@@ -169,9 +174,13 @@ class Zygote:
         spec = folder / f"{name}.zygote.json"
         spec.write_text(json.dumps({"socket": self.socket, "sources": sources}))
         with log.open("ab") as out:
-            self.process = subprocess.Popen([sys.executable, "-m", "course.grading.warm", str(spec)],
-                                            cwd=folder, stdout=out, stderr=out,
-                                            stdin=subprocess.DEVNULL)
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "course.grading.warm", str(spec)],
+                cwd=folder,
+                stdout=out,
+                stderr=out,
+                stdin=subprocess.DEVNULL,
+            )
 
     def wait_ready(self, timeout: float = 300) -> bool:
         """Wait until it accepts requests; False if it failed (kernels then start cold)."""
@@ -266,7 +275,8 @@ class ForkedProcess:
 
 
 class SandboxedKernelManager(AsyncKernelManager):
-    """Starts the kernel sandboxed (`course.grading.sandbox`): forked from a zygote when ``zygote`` names
+    """Starts the kernel sandboxed (`course.grading.sandbox`): forked from a zygote when
+    ``zygote`` names
     one, else cold through the sandbox launcher."""
 
     zygote = Unicode("", help="socket of the zygote to fork from; empty: start cold")
@@ -274,10 +284,16 @@ class SandboxedKernelManager(AsyncKernelManager):
 
     async def _async_launch_kernel(self, kernel_cmd: list[str], **kw) -> None:
         # ipykernel's own arguments, without the interpreter and module that run it
-        argv = kernel_cmd[kernel_cmd.index("-f"):]
+        argv = kernel_cmd[kernel_cmd.index("-f") :]
         try:
-            pid = request_fork(self.zygote, {"argv": argv, "env": kw["env"], "cwd": kw["cwd"],
-                                             "policy": self.policy}) if self.zygote else None
+            pid = (
+                request_fork(
+                    self.zygote,
+                    {"argv": argv, "env": kw["env"], "cwd": kw["cwd"], "policy": self.policy},
+                )
+                if self.zygote
+                else None
+            )
         except OSError:  # gone, or on another host (a shared folder): start cold instead
             pid = None
         if pid is None:

@@ -4,6 +4,7 @@ Each check raises :class:`CheckFailed` with a message written for the student (w
 where we can guess it, the likely mistake) instead of a bare ``AssertionError``. The module holds
 no answers: expected values are computed by the test cells themselves.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -112,7 +113,9 @@ def _as_tensor(value: Any) -> torch.Tensor:
     return torch.as_tensor(value, dtype=torch.float64)
 
 
-def _first_difference(actual: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float) -> str:
+def _first_difference(
+    actual: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float
+) -> str:
     bad = ~torch.isclose(actual, expected, rtol=rtol, atol=atol, equal_nan=True)
     where = tuple(int(i) for i in bad.nonzero()[0].tolist()) if actual.dim() else ()
     got, want = actual[where].item(), expected[where].item()
@@ -177,4 +180,3 @@ def expect_raises(
 def seeded(seed: int) -> torch.Generator:
     """A CPU random generator with a fixed seed, so hidden inputs are the same on every regrade."""
     return torch.Generator().manual_seed(seed)
-

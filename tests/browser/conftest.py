@@ -1,9 +1,10 @@
 """Real JupyterLab in headless Chromium: a throwaway server and browser for the browser tests.
 
 The facts these fixtures rely on (launch flags, the news pop-up, kernel readiness) are recorded in
-shared/notes/jupyterlab-in-chromium.md. Nothing here touches the repository except the screenshots
+docs/jupyterlab-in-chromium.md. Nothing here touches the repository except the screenshots
 written to test-artifacts/screenshots/ (gitignored).
 """
+
 from __future__ import annotations
 
 import json
@@ -106,9 +107,16 @@ def _make_home(home: Path) -> dict[str, str]:
         (user_settings / plugin).mkdir(parents=True, exist_ok=True)
         (user_settings / plugin / f"{name}.jupyterlab-settings").write_text(json.dumps(values))
     env = dict(os.environ)
-    # Widgets draw nothing when nbgrader's execution flag is set (course.lesson.widgets.base.headless).
-    for name in ("NBGRADER_EXECUTION", "MPLBACKEND", "JUPYTER_PATH", "JUPYTERLAB_DIR",
-                 "JUPYTERLAB_SETTINGS_DIR", "JUPYTERLAB_WORKSPACES_DIR"):
+    # Widgets draw nothing when nbgrader's execution flag is set
+    # (course.lesson.widgets.base.headless).
+    for name in (
+        "NBGRADER_EXECUTION",
+        "MPLBACKEND",
+        "JUPYTER_PATH",
+        "JUPYTERLAB_DIR",
+        "JUPYTERLAB_SETTINGS_DIR",
+        "JUPYTERLAB_WORKSPACES_DIR",
+    ):
         env.pop(name, None)
     env.update(
         # As in an activated venv: nbgrader's gradebook runs the `alembic` command it finds on
@@ -175,8 +183,9 @@ def chromium_path() -> Path:
     if not CHROMIUM.exists():
         message = f"{CHROMIUM} is missing: install it with `apt-get install -y chromium`"
         if os.environ.get("CI"):
-            pytest.fail(f"{message} (CI is set, and in CI the browser tests must run)",
-                        pytrace=False)
+            pytest.fail(
+                f"{message} (CI is set, and in CI the browser tests must run)", pytrace=False
+            )
         pytest.skip(message)
     return CHROMIUM
 
@@ -191,8 +200,15 @@ def lab(chromium_path, tmp_path_factory) -> Lab:
     port, token = _free_port(), secrets.token_hex(24)
     log_path = base / "jupyterlab.log"
     command = [
-        sys.executable, "-m", "jupyterlab", "--no-browser", "--ip", "127.0.0.1",
-        "--port", str(port), "--allow-root",
+        sys.executable,
+        "-m",
+        "jupyterlab",
+        "--no-browser",
+        "--ip",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--allow-root",
         f"--IdentityProvider.token={token}",
         f"--ServerApp.root_dir={root}",
         # window.jupyterapp: the tests read cells' outputs from the notebook model, where an
@@ -200,8 +216,9 @@ def lab(chromium_path, tmp_path_factory) -> Lab:
         "--LabApp.expose_app_in_browser=True",
     ]
     with open(log_path, "wb") as log:
-        process = subprocess.Popen(command, cwd=root, env=env, stdout=log,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(
+            command, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
     server = Lab(f"http://127.0.0.1:{port}", token, root, home, log_path, process)
     try:
         _wait_for_server(server, SERVER_START_TIMEOUT_S)

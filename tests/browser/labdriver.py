@@ -1,8 +1,9 @@
 """Driving JupyterLab in the page: opening, menus, kernel state, Run All, reading cells.
 
 Every wait is bounded and fails with an AssertionError that says what it waited for, where, and
-what it saw last. See shared/notes/jupyterlab-in-chromium.md for why the waits are shaped this way.
+what it saw last. See docs/jupyterlab-in-chromium.md for why the waits are shaped this way.
 """
+
 from __future__ import annotations
 
 import re
@@ -86,10 +87,13 @@ def open_lab(page, url: str, what: str) -> None:
     page.goto(url, timeout=LAB_LOAD_TIMEOUT_S * 1000)
     try:
         page.locator("#jp-MainMenu .lm-MenuBar-item").first.wait_for(
-            state="visible", timeout=LAB_LOAD_TIMEOUT_S * 1000)
+            state="visible", timeout=LAB_LOAD_TIMEOUT_S * 1000
+        )
     except Exception as error:  # noqa: BLE001 - reported with context
-        fail(f"{what}: JupyterLab's menu bar did not appear within {LAB_LOAD_TIMEOUT_S} s "
-             f"({type(error).__name__})")
+        fail(
+            f"{what}: JupyterLab's menu bar did not appear within {LAB_LOAD_TIMEOUT_S} s "
+            f"({type(error).__name__})"
+        )
 
 
 def status_text(page) -> str:
@@ -100,19 +104,27 @@ def kernel_idle(page) -> bool:
     """The status bar's kernel state: Idle and connected (the toolbar says idle too early)."""
     text = status_text(page)
     return "Idle" in text and not any(
-        word in text for word in ("Connecting", "Initializing", "Starting", "Busy", "No Kernel"))
+        word in text for word in ("Connecting", "Initializing", "Starting", "Busy", "No Kernel")
+    )
 
 
 def wait_for_kernel_idle(page, what: str, timeout_s: float = KERNEL_IDLE_TIMEOUT_S) -> None:
-    poll(lambda: kernel_idle(page), timeout_s, stable=3,
-         describe=lambda _: f"{what}: the kernel was not idle and connected within "
-                            f"{timeout_s:.0f} s; status bar says {status_text(page)!r}")
+    poll(
+        lambda: kernel_idle(page),
+        timeout_s,
+        stable=3,
+        describe=lambda _: (
+            f"{what}: the kernel was not idle and connected within "
+            f"{timeout_s:.0f} s; status bar says {status_text(page)!r}"
+        ),
+    )
 
 
 def open_menu(page, label: str):
     """Open a menu of the main menu bar by its label; returns the open menu."""
     item = page.locator("#jp-MainMenu .lm-MenuBar-item").filter(
-        has=page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(f"^{re.escape(label)}$")))
+        has=page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(f"^{re.escape(label)}$"))
+    )
     if item.count() != 1:
         labels = page.locator("#jp-MainMenu .lm-MenuBar-itemLabel").all_text_contents()
         fail(f"the menu bar has no single {label!r} menu; it has {labels}")
@@ -127,7 +139,8 @@ def click_menu_command(page, menu_label: str, command: str) -> None:
     entry = menu.locator(f'.lm-Menu-item[data-command="{command}"]')
     if entry.count() != 1:
         commands = menu.locator(".lm-Menu-item").evaluate_all(
-            "items => items.map(i => i.getAttribute('data-command'))")
+            "items => items.map(i => i.getAttribute('data-command'))"
+        )
         fail(f"the {menu_label!r} menu has no {command!r} entry; it has {commands}")
     entry.click()
 
@@ -154,8 +167,10 @@ def open_notebook(page, url: str, what: str, cell_count: int) -> list[dict[str, 
     def describe(_):
         state = page.evaluate(CELLS_JS)
         seen = state.get("problem") or f"{len(state['cells'])} cells on the page"
-        return (f"{what}: the notebook did not open with its {cell_count} cells within "
-                f"{LAB_LOAD_TIMEOUT_S} s ({seen})")
+        return (
+            f"{what}: the notebook did not open with its {cell_count} cells within "
+            f"{LAB_LOAD_TIMEOUT_S} s ({seen})"
+        )
 
     return poll(loaded, LAB_LOAD_TIMEOUT_S, describe)
 
@@ -168,11 +183,15 @@ def run_all(page, what: str) -> None:
     if before[0] != "[ ]:":
         fail(f"{what}: before Run All the first code cell's prompt is {before[0]!r}, not '[ ]:'")
     click_menu_command(page, "Run", "runmenu:run-all")
-    poll(lambda: PROMPT_STARTED.match(code_prompts(notebook_cells(page, what))[0] or ""),
-         RUN_ALL_START_TIMEOUT_S,
-         describe=lambda _: f"{what}: Run All ran nothing: the first code cell's prompt is still "
-                            f"{code_prompts(notebook_cells(page, what))[0]!r} after "
-                            f"{RUN_ALL_START_TIMEOUT_S} s (status bar: {status_text(page)!r})")
+    poll(
+        lambda: PROMPT_STARTED.match(code_prompts(notebook_cells(page, what))[0] or ""),
+        RUN_ALL_START_TIMEOUT_S,
+        describe=lambda _: (
+            f"{what}: Run All ran nothing: the first code cell's prompt is still "
+            f"{code_prompts(notebook_cells(page, what))[0]!r} after "
+            f"{RUN_ALL_START_TIMEOUT_S} s (status bar: {status_text(page)!r})"
+        ),
+    )
 
 
 def wait_until_executed(page, what: str, timeout_s: float = EXECUTION_TIMEOUT_S):
@@ -188,8 +207,10 @@ def wait_until_executed(page, what: str, timeout_s: float = EXECUTION_TIMEOUT_S)
     def describe(_):
         cells = notebook_cells(page, what)
         running = [c["index"] for c in cells if c["type"] == "code" and "*" in (c["prompt"] or "")]
-        return (f"{what}: Run All did not finish within {timeout_s:.0f} s; cells still queued or "
-                f"running: {running}; status bar: {status_text(page)!r}")
+        return (
+            f"{what}: Run All did not finish within {timeout_s:.0f} s; cells still queued or "
+            f"running: {running}; status bar: {status_text(page)!r}"
+        )
 
     return poll(finished, timeout_s, describe, stable=3)
 

@@ -5,6 +5,7 @@ the run to end, check no cell failed (except at the first exercise, which a stud
 answered yet: Run All stops there), then move every control of every course widget and check
 that its readout text and its plot both change. Screenshots go to test-artifacts/screenshots/.
 """
+
 from __future__ import annotations
 
 import ast
@@ -14,9 +15,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-from labdriver import (fail, notebook_cells, open_notebook, poll, run_all, screenshot,
-                       wait_for_kernel_idle, wait_until_executed)
+from labdriver import (
+    fail,
+    notebook_cells,
+    open_notebook,
+    poll,
+    run_all,
+    screenshot,
+    wait_for_kernel_idle,
+    wait_until_executed,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -50,8 +58,10 @@ def widget_titles() -> dict[str, str]:
             if not (isinstance(function, ast.FunctionDef) and function.name.startswith("show_")):
                 continue
             for node in ast.walk(function):
-                if not (isinstance(node, ast.Call)
-                        and getattr(node.func, "id", None) == "interactive_plot"):
+                if not (
+                    isinstance(node, ast.Call)
+                    and getattr(node.func, "id", None) == "interactive_plot"
+                ):
                     continue
                 title = node.args[2:3] + [k.value for k in node.keywords if k.arg == "title"]
                 if title and isinstance(title[0], ast.Constant) and isinstance(title[0].value, str):
@@ -79,8 +89,10 @@ def expected_widgets(notebook: Path, titles: dict[str, str]) -> dict[str, str]:
         calls.update(call for call in SHOW_CALL.findall(code) if call in titles)
     unknown = sorted(call for call in calls if call not in titles)
     if unknown:
-        fail(f"{name}: expected widgets {unknown} are not built by interactive_plot(..., title) in "
-             f"course/lesson/widgets/*.py (found {sorted(titles)})")
+        fail(
+            f"{name}: expected widgets {unknown} are not built by interactive_plot(..., title) in "
+            f"course/lesson/widgets/*.py (found {sorted(titles)})"
+        )
     return {call: titles[call] for call in sorted(calls)}
 
 
@@ -101,13 +113,18 @@ def check_errors(cells: list[dict], nb_cells: list[dict], what: str) -> None:
         problems.extend(
             f"cell {cell['index']} ({grading.get('grade_id', 'not an nbgrader cell')}"
             f"{', an exercise cell' if exercise else ''}): {error['ename']}: {error['evalue']}"
-            for error in cell["errors"])
+            for error in cell["errors"]
+        )
     if problems:
         fail(f"{what}: cells failed after Run All:\n  " + "\n  ".join(problems))
     stop = failed[0]["index"] if failed else len(cells)
-    unrun = [cell["index"] for cell in cells[:stop]
-             if cell["type"] == "code" and cell["executionCount"] is None
-             and "".join(nb_cells[cell["index"]]["source"]).strip()]
+    unrun = [
+        cell["index"]
+        for cell in cells[:stop]
+        if cell["type"] == "code"
+        and cell["executionCount"] is None
+        and "".join(nb_cells[cell["index"]]["source"]).strip()
+    ]
     if unrun:
         fail(f"{what}: Run All finished but these code cells before cell {stop} never ran: {unrun}")
 
@@ -171,16 +188,24 @@ def rendered_widgets(page, expected: dict[str, str], what: str) -> list[Widget]:
 
     def describe(_):
         found = page.evaluate(WIDGETS_JS)
-        missing = {call: title for call, title in expected.items()
-                   if title not in {w["title"] for w in found}}
-        undrawn = [f"{w['index'] + 1} {w['title']!r}" for w in found
-                   if not (w.get("readout", "").strip() and w.get("img"))]
+        missing = {
+            call: title
+            for call, title in expected.items()
+            if title not in {w["title"] for w in found}
+        }
+        undrawn = [
+            f"{w['index'] + 1} {w['title']!r}"
+            for w in found
+            if not (w.get("readout", "").strip() and w.get("img"))
+        ]
         message = f"{what}: after Run All, within {WIDGETS_RENDER_TIMEOUT_S} s"
         if not found:
             message += " no course widget (.course-readout) appeared on the page"
         if missing:
-            message += (f"; expected widgets missing: {missing} (is the notebook finished? its "
-                        "release should call them)")
+            message += (
+                f"; expected widgets missing: {missing} (is the notebook finished? its "
+                "release should call them)"
+            )
         if undrawn:
             message += f"; widgets without readout text or plot image: {undrawn}"
         return message + f"; on the page: {[w['title'] for w in found]}"
@@ -214,8 +239,10 @@ def move_control(page, widget: Widget, control: dict, what: str) -> str:
         select.scroll_into_view_if_needed()
         select.select_option(index=target)
         return f"dropdown {control['label']!r} from {options[current]!r} to {options[target]!r}"
-    fail(f"{what}, {widget.name()}: control {control['index'] + 1} ({control['label']!r}, classes "
-         f"{control['classes']!r}) is neither a slider nor a dropdown; teach this test to move it")
+    fail(
+        f"{what}, {widget.name()}: control {control['index'] + 1} ({control['label']!r}, classes "
+        f"{control['classes']!r}) is neither a slider nor a dropdown; teach this test to move it"
+    )
 
 
 def short(text: str | None, limit: int = 160) -> str:
@@ -246,11 +273,16 @@ def check_control_moves_plot(page, widget: Widget, control: dict, what: str) -> 
         if "Timeout" not in type(error).__name__:
             raise
     after = page.evaluate(STATE_JS, widget.index) or {"readout": None, "img": None}
-    same = [part for part, key in (("readout text", "readout"), ("plot image", "img"))
-            if after[key] == before[key] or not after[key]]
-    return (f"{widget.name()}: moved {move}, but within {CONTROL_CHANGE_TIMEOUT_S} s the "
-            f"{' and the '.join(same)} stayed the same (readout now: {short(after['readout'])}; "
-            f"plot src {'unchanged' if after['img'] == before['img'] else 'changed'})")
+    same = [
+        part
+        for part, key in (("readout text", "readout"), ("plot image", "img"))
+        if after[key] == before[key] or not after[key]
+    ]
+    return (
+        f"{widget.name()}: moved {move}, but within {CONTROL_CHANGE_TIMEOUT_S} s the "
+        f"{' and the '.join(same)} stayed the same (readout now: {short(after['readout'])}; "
+        f"plot src {'unchanged' if after['img'] == before['img'] else 'changed'})"
+    )
 
 
 TITLES = widget_titles()

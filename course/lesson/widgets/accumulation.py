@@ -1,4 +1,5 @@
 """The course's central picture: `.grad` after k backward() calls, accumulated versus zeroed."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -7,7 +8,6 @@ from dataclasses import dataclass
 import torch
 
 from .base import PALETTE, interactive_plot, new_figure
-
 
 MAX_LINES = 6  # more entries than this make an unreadable plot; the readout still lists them all
 
@@ -64,10 +64,18 @@ def plot_accumulation(data: AccumulationData, axes=None):
     top = max(max(abs(v) for v in row) for row in data.accumulated) or 1.0
     for ax, history, title, style in panels:
         for i in range(shown):
-            ax.plot(data.calls, [row[i] for row in history], style, color=colours[i % len(colours)],
-                    label=f"w.grad[{i}]")
-        ax.set_title(title if shown == len(history[0])
-                     else f"{title}\n(first {shown} of {len(history[0])} entries)")
+            ax.plot(
+                data.calls,
+                [row[i] for row in history],
+                style,
+                color=colours[i % len(colours)],
+                label=f"w.grad[{i}]",
+            )
+        ax.set_title(
+            title
+            if shown == len(history[0])
+            else f"{title}\n(first {shown} of {len(history[0])} entries)"
+        )
         ax.set_xlabel("number of backward() calls")
         ax.set_ylabel("value of w.grad")
         ax.set_xticks(data.calls)
@@ -96,8 +104,14 @@ def show_accumulation(
     """A slider for the number of backward() calls and the two panels side by side."""
     import ipywidgets as widgets
 
-    slider = widgets.IntSlider(value=1, min=1, max=max_calls, description="backward() calls",
-                               style={"description_width": "initial"}, continuous_update=False)
+    slider = widgets.IntSlider(
+        value=1,
+        min=1,
+        max=max_calls,
+        description="backward() calls",
+        style={"description_width": "initial"},
+        continuous_update=False,
+    )
 
     def draw(calls: int):
         data = accumulation_data(w, loss_fn, calls)

@@ -1,4 +1,5 @@
 """What every widget shares: a colour-blind-safe palette, headless detection and the layout."""
+
 from __future__ import annotations
 
 import os

@@ -6,6 +6,7 @@ the distinct storages that are not the model's own parameters (those exist anywa
 ``torch.no_grad()`` no graph is built, nothing is saved, and the count is 0. Times are wall-clock
 medians and vary from machine to machine and run to run; they are shown, never checked.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -118,10 +119,20 @@ def plot_cost(data: CostData, axes=None):
     else:
         fig = axes[0].figure
     panels = [
-        (axes[0], [b / MIB for b in data.saved_bytes], "Memory kept for backward",
-         "saved activations (MiB)", "{:.3g} MiB"),
-        (axes[1], data.median_ms, f"Forward time (median of {data.repeats})",
-         "time per forward pass (ms)", "{:.3g} ms"),
+        (
+            axes[0],
+            [b / MIB for b in data.saved_bytes],
+            "Memory kept for backward",
+            "saved activations (MiB)",
+            "{:.3g} MiB",
+        ),
+        (
+            axes[1],
+            data.median_ms,
+            f"Forward time (median of {data.repeats})",
+            "time per forward pass (ms)",
+            "{:.3g} ms",
+        ),
     ]
     for ax, heights, title, ylabel, fmt in panels:
         bars = ax.bar(MODES, heights, color=COLOURS, label=list(MODES))
@@ -139,30 +150,45 @@ def readout(data: CostData) -> str:
     """The numbers in the plot as text."""
     lines = [f"width {data.width}, depth {data.depth}, batch {data.batch}:"]
     for mode, memory, ms in zip(MODES, data.saved_bytes, data.median_ms):
-        lines.append(f"  {mode:<16} kept for backward {memory / MIB:8.3f} MiB   "
-                     f"median forward {ms:8.3f} ms")
+        lines.append(
+            f"  {mode:<16} kept for backward {memory / MIB:8.3f} MiB   median forward {ms:8.3f} ms"
+        )
     return "\n".join(lines)
 
 
-def show_cost(depth: int = 4, batch: int = 256, repeats: int = 5, device: str = "cpu",
-              max_width: int = 1024):
+def show_cost(
+    depth: int = 4, batch: int = 256, repeats: int = 5, device: str = "cpu", max_width: int = 1024
+):
     """Sliders for the model's width and the batch size, and the two bar charts."""
     import ipywidgets as widgets
 
     style = {"description_width": "initial"}
-    width_slider = widgets.IntSlider(value=min(256, max_width), min=32, max=max_width, step=32,
-                                     description="model width", style=style,
-                                     continuous_update=False)
-    batch_slider = widgets.IntSlider(value=batch, min=16, max=max(1024, batch), step=16,
-                                     description="batch size", style=style,
-                                     continuous_update=False)
+    width_slider = widgets.IntSlider(
+        value=min(256, max_width),
+        min=32,
+        max=max_width,
+        step=32,
+        description="model width",
+        style=style,
+        continuous_update=False,
+    )
+    batch_slider = widgets.IntSlider(
+        value=batch,
+        min=16,
+        max=max(1024, batch),
+        step=16,
+        description="batch size",
+        style=style,
+        continuous_update=False,
+    )
 
     def draw(width: int, batch: int):
         data = cost_data(width, depth, batch, repeats, device)
         return plot_cost(data), readout(data)
 
-    return interactive_plot({"width": width_slider, "batch": batch_slider}, draw,
-                            "What gradient tracking costs")
+    return interactive_plot(
+        {"width": width_slider, "batch": batch_slider}, draw, "What gradient tracking costs"
+    )
 
 
 def _check_positive(**values: int) -> None:

@@ -5,6 +5,7 @@ the leaves and lays the nodes out in rows: inputs towards the top, the tensor's 
 at the bottom, arrows in the direction the forward pass went (``backward()`` walks them in
 reverse). Leaf tensors are drawn in one colour, operations in another.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
@@ -245,9 +246,14 @@ def _layout(data: GraphData) -> tuple[dict[int, Point], dict[tuple[int, int], li
     left = min(x[i] - width(i) / 2 for i in x)
     right = max(x[i] + width(i) / 2 for i in x)
     pos = {item[1]: (x[item] - left, float(last - row_of[item])) for item in x if item[0] == "n"}
-    bends = {key: [(x[d] - left, float(last - row_of[d]) + dy) for d in chain[1:-1]
-                   for dy in (BOX_HALF_HEIGHT, -BOX_HALF_HEIGHT)]
-             for key, chain in chains.items()}
+    bends = {
+        key: [
+            (x[d] - left, float(last - row_of[d]) + dy)
+            for d in chain[1:-1]
+            for dy in (BOX_HALF_HEIGHT, -BOX_HALF_HEIGHT)
+        ]
+        for key, chain in chains.items()
+    }
     return pos, bends, right - left
 
 
@@ -277,50 +283,100 @@ def plot_graph(data: GraphData, ax=None, title: str | None = None):
         spine.set_visible(False)
     ax.set_xlim(0, per_row)
     ax.set_ylim(-0.6, rows - 0.4)
-    handles = [Patch(facecolor=COLOURS[LEAF], edgecolor="black", label="leaf (AccumulateGrad)"),
-               Patch(facecolor=COLOURS[OP], edgecolor="black", label="operation (grad_fn)"),
-               Patch(facecolor="white", edgecolor=ROOT_EDGE, linewidth=2.5,
-                     label="the tensor's own grad_fn")]
+    handles = [
+        Patch(facecolor=COLOURS[LEAF], edgecolor="black", label="leaf (AccumulateGrad)"),
+        Patch(facecolor=COLOURS[OP], edgecolor="black", label="operation (grad_fn)"),
+        Patch(
+            facecolor="white", edgecolor=ROOT_EDGE, linewidth=2.5, label="the tensor's own grad_fn"
+        ),
+    ]
     if data.empty:
-        ax.text(per_row / 2, (rows - 1) / 2, "no graph: this tensor has no grad_fn\n"
-                "(a leaf, or computed without any input that requires grad)",
-                ha="center", va="center", fontsize=10, color="#555555")
-        ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=3,
-                  fontsize="small", frameon=False)
+        ax.text(
+            per_row / 2,
+            (rows - 1) / 2,
+            "no graph: this tensor has no grad_fn\n"
+            "(a leaf, or computed without any input that requires grad)",
+            ha="center",
+            va="center",
+            fontsize=10,
+            color="#555555",
+        )
+        ax.legend(
+            handles=handles,
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.15),
+            ncol=3,
+            fontsize="small",
+            frameon=False,
+        )
         return fig
 
     half_w, half_h = BOX_HALF_WIDTH, BOX_HALF_HEIGHT
     for n in data.nodes:
         x, y = pos[n.index]
         root = n.index == data.root
-        ax.add_patch(FancyBboxPatch(
-            (x - half_w, y - half_h), 2 * half_w, 2 * half_h, boxstyle="round,pad=0.02",
-            facecolor=COLOURS[n.kind], edgecolor=ROOT_EDGE if root else "black",
-            linewidth=2.5 if root else 1.0, gid=f"node-{n.index}", zorder=2))
+        ax.add_patch(
+            FancyBboxPatch(
+                (x - half_w, y - half_h),
+                2 * half_w,
+                2 * half_h,
+                boxstyle="round,pad=0.02",
+                facecolor=COLOURS[n.kind],
+                edgecolor=ROOT_EDGE if root else "black",
+                linewidth=2.5 if root else 1.0,
+                gid=f"node-{n.index}",
+                zorder=2,
+            )
+        )
         text = _box_text(n.label)
         size = 8 if max(len(line) for line in text.splitlines()) <= 26 else 6.5
-        ax.text(x, y, text, ha="center", va="center", fontsize=size, zorder=3,
-                gid=f"label-{n.index}")
+        ax.text(
+            x, y, text, ha="center", va="center", fontsize=size, zorder=3, gid=f"label-{n.index}"
+        )
     for e in data.edges:
         (x0, y0), (x1, y1) = pos[e.source], pos[e.target]
         points = [(x0, y0 - half_h - 0.02), *bends[(e.source, e.target)], (x1, y1 + half_h + 0.02)]
         codes = [Path.MOVETO] + [Path.LINETO] * (len(points) - 1)
-        ax.add_patch(FancyArrowPatch(path=Path(points, codes), arrowstyle="-|>",
-                                     mutation_scale=12, color="#444444", linewidth=1.0, zorder=1,
-                                     gid=f"edge-{e.source}-{e.target}"))
+        ax.add_patch(
+            FancyArrowPatch(
+                path=Path(points, codes),
+                arrowstyle="-|>",
+                mutation_scale=12,
+                color="#444444",
+                linewidth=1.0,
+                zorder=1,
+                gid=f"edge-{e.source}-{e.target}",
+            )
+        )
         if e.uses > 1:
             (xa, ya), (xb, yb) = points[-2], points[-1]
-            ax.text((xa + xb) / 2 + 0.04, (ya + yb) / 2, f"used {e.uses}×", fontsize=8,
-                    color=PALETTE["vermillion"], ha="left", va="center", zorder=3)
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3,
-              fontsize="small", frameon=False)
+            ax.text(
+                (xa + xb) / 2 + 0.04,
+                (ya + yb) / 2,
+                f"used {e.uses}×",
+                fontsize=8,
+                color=PALETTE["vermillion"],
+                ha="left",
+                va="center",
+                zorder=3,
+            )
+    ax.legend(
+        handles=handles,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.12),
+        ncol=3,
+        fontsize="small",
+        frameon=False,
+    )
     return fig
 
 
 def readout(data: GraphData) -> str:
     """The graph as text: its leaves, and every operation with the nodes it takes inputs from."""
     if data.empty:
-        return f"{data.description}: no grad_fn, so there is no graph (backward() has nothing to walk)"
+        return (
+            f"{data.description}: no grad_fn, so there is no graph (backward() has nothing to walk)"
+        )
     tag = {n.index: f"[{n.index}] {n.label}" for n in data.nodes}
     leaves = [n.name or n.label for n in data.leaves()]
     lines = [
@@ -329,9 +385,14 @@ def readout(data: GraphData) -> str:
         "each operation, from the inputs down to the output, with the nodes it takes inputs from:",
     ]
     for n in sorted(data.ops(), key=lambda n: (n.row, -n.index)):
-        ins = [tag[e.source] + (f" (used {e.uses}×)" if e.uses > 1 else "")
-               for e in data.edges if e.target == n.index]
-        lines.append(f"  {tag[n.index]} <- {', '.join(ins) if ins else '(nothing that needs grad)'}")
+        ins = [
+            tag[e.source] + (f" (used {e.uses}×)" if e.uses > 1 else "")
+            for e in data.edges
+            if e.target == n.index
+        ]
+        lines.append(
+            f"  {tag[n.index]} <- {', '.join(ins) if ins else '(nothing that needs grad)'}"
+        )
     return "\n".join(lines)
 
 
@@ -352,8 +413,9 @@ def show_graph(
     for label, make in examples.items():
         if not callable(make):
             raise TypeError(f"examples[{label!r}] should be a function of no arguments")
-    dropdown = widgets.Dropdown(options=list(examples), description="expression",
-                                layout=widgets.Layout(width="max-content"))
+    dropdown = widgets.Dropdown(
+        options=list(examples), description="expression", layout=widgets.Layout(width="max-content")
+    )
 
     def draw(expression: str):
         data = graph_data(examples[expression](), names)

@@ -1,4 +1,6 @@
-"""The derivative as a slope: a curve, a point on it, and the tangent whose slope autograd computed."""
+"""The derivative as a slope: a curve, a point on it, and the tangent whose slope autograd
+computed."""
+
 from __future__ import annotations
 
 import math
@@ -28,7 +30,9 @@ def _value(f: Function, t: torch.Tensor) -> torch.Tensor:
     out = f(t)
     if not isinstance(out, torch.Tensor) or out.dim() != 0:
         got = f"shape {tuple(out.shape)}" if isinstance(out, torch.Tensor) else type(out).__name__
-        raise ValueError(f"f must return a 0-dimensional tensor for a 0-dimensional input, got {got}")
+        raise ValueError(
+            f"f must return a 0-dimensional tensor for a 0-dimensional input, got {got}"
+        )
     return out
 
 
@@ -66,10 +70,22 @@ def plot_tangent(data: TangentData, ax=None, name: str = "f(x)"):
     else:
         fig = ax.figure
     ax.plot(data.xs, data.ys, "-", color=PALETTE["blue"], linewidth=2, label=name)
-    ax.plot(data.xs, data.tangent_ys, "--", color=PALETTE["orange"], linewidth=2,
-            label=f"tangent, slope {data.slope:.4g}")
-    ax.plot([data.x0], [data.y0], "o", color=PALETTE["vermillion"], markersize=8,
-            label=f"x = {data.x0:.3g}")
+    ax.plot(
+        data.xs,
+        data.tangent_ys,
+        "--",
+        color=PALETTE["orange"],
+        linewidth=2,
+        label=f"tangent, slope {data.slope:.4g}",
+    )
+    ax.plot(
+        [data.x0],
+        [data.y0],
+        "o",
+        color=PALETTE["vermillion"],
+        markersize=8,
+        label=f"x = {data.x0:.3g}",
+    )
     # Keep the curve in view: a steep tangent would otherwise squash it.
     finite = [y for y in data.ys if math.isfinite(y)]
     low, high = (min(finite), max(finite)) if finite else (-1.0, 1.0)
@@ -106,8 +122,15 @@ def show_tangent(
         raise ValueError("functions must name at least one function")
     start = (lo + hi) / 2 if x0 is None else x0
     choice = widgets.Dropdown(options=list(functions), description="function")
-    point = widgets.FloatSlider(value=start, min=lo, max=hi, step=(hi - lo) / 100,
-                                description="x", continuous_update=False, readout_format=".2f")
+    point = widgets.FloatSlider(
+        value=start,
+        min=lo,
+        max=hi,
+        step=(hi - lo) / 100,
+        description="x",
+        continuous_update=False,
+        readout_format=".2f",
+    )
 
     def draw(name: str, x: float):
         data = tangent_data(functions[name], x, lo, hi)

@@ -4,6 +4,7 @@ A 1-D linear regression (``y ≈ w·x + b`` on data made from a fixed seed) is t
 in a few training-loop variants that differ only in where gradients are cleared. The numbers come
 from :func:`training_data`; :func:`plot_training` draws them and :func:`readout` prints them.
 """
+
 from __future__ import annotations
 
 import math
@@ -45,7 +46,7 @@ def regression_data(seed: int = 0, n: int = 32) -> tuple[torch.Tensor, torch.Ten
 
 
 def _train(variant: str, lr: float, steps: int, x: torch.Tensor, y: torch.Tensor):
-    """Train a fresh ``Linear(1, 1)`` (starting at w = b = 0) ``steps`` times in one loop variant."""
+    """Train a fresh ``Linear(1, 1)`` (from w = b = 0) ``steps`` times in one loop variant."""
     model = torch.nn.utils.skip_init(torch.nn.Linear, 1, 1)  # no draw from the global generator
     with torch.no_grad():
         model.weight.zero_()
@@ -88,7 +89,8 @@ def training_data(
     """Train the same tiny model ``steps`` times with SGD at rate ``lr`` in each of ``variants``.
 
     Every call starts from the same data and the same initial model, so the same arguments always
-    give the same numbers. A run whose loss overflows is marked diverged (loss ``inf``) from then on.
+    give the same numbers. A run whose loss overflows is marked diverged (loss ``inf``) from then
+    on.
     """
     if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
         raise ValueError(f"lr must be a positive number, got {lr!r}")
@@ -122,22 +124,39 @@ def plot_training(data: TrainingData, axes=None):
     loss_ax, slope_ax = axes
     for variant, losses in data.losses.items():
         label, colour, style = VARIANTS[variant]
-        loss_ax.plot(data.steps, _finite_or_nan(losses), style, color=colour, label=label,
-                     linewidth=2)
-        slope_ax.plot(data.steps, _finite_or_nan(data.slopes[variant]), style, color=colour,
-                      label=label, linewidth=2)
+        loss_ax.plot(
+            data.steps, _finite_or_nan(losses), style, color=colour, label=label, linewidth=2
+        )
+        slope_ax.plot(
+            data.steps,
+            _finite_or_nan(data.slopes[variant]),
+            style,
+            color=colour,
+            label=label,
+            linewidth=2,
+        )
     loss_ax.set_yscale("log")
     loss_ax.set_title(f"Training loss (lr = {data.lr:.3g})")
     loss_ax.set_xlabel("optimizer steps")
     loss_ax.set_ylabel("mean squared error (log scale)")
-    target = slope_ax.axhline(data.true_slope, color=PALETTE["black"], linewidth=0.8,
-                              label=f"true slope {data.true_slope:g}")
+    target = slope_ax.axhline(
+        data.true_slope,
+        color=PALETTE["black"],
+        linewidth=0.8,
+        label=f"true slope {data.true_slope:g}",
+    )
     slope_ax.set_title("Learned slope w")
     slope_ax.set_xlabel("optimizer steps")
     slope_ax.set_ylabel("w after the step")
     handles, labels = loss_ax.get_legend_handles_labels()
-    fig.legend(handles + [target], labels + [target.get_label()], loc="outside lower center",
-               ncols=len(handles) + 1, fontsize="small", frameon=False)
+    fig.legend(
+        handles + [target],
+        labels + [target.get_label()],
+        loc="outside lower center",
+        ncols=len(handles) + 1,
+        fontsize="small",
+        frameon=False,
+    )
     return fig
 
 
@@ -169,11 +188,19 @@ def show_training(
     import ipywidgets as widgets
 
     style = {"description_width": "initial"}
-    rate = widgets.FloatLogSlider(value=lr, base=10, min=-3, max=0, step=0.1,
-                                  description="learning rate", style=style,
-                                  continuous_update=False)
-    count = widgets.IntSlider(value=steps, min=1, max=max_steps, description="steps",
-                              style=style, continuous_update=False)
+    rate = widgets.FloatLogSlider(
+        value=lr,
+        base=10,
+        min=-3,
+        max=0,
+        step=0.1,
+        description="learning rate",
+        style=style,
+        continuous_update=False,
+    )
+    count = widgets.IntSlider(
+        value=steps, min=1, max=max_steps, description="steps", style=style, continuous_update=False
+    )
 
     def draw(lr: float, steps: int):
         data = training_data(lr, steps, variants=variants)
