@@ -6,6 +6,7 @@ import torch
 
 from course.lesson.checks import (
     CheckFailed,
+    choice,
     expect,
     expect_close,
     expect_float,
@@ -110,3 +111,14 @@ def test_seeded_generators_repeat():
     b = torch.randn(3, generator=seeded(7))
     assert torch.equal(a, b)
     assert not torch.equal(a, torch.randn(3, generator=seeded(8)))
+
+
+@pytest.mark.parametrize("written", ["b", "B", " b ", "b)", "B.", "\tb\n"])
+def test_choice_reads_a_letter_in_every_usual_way(written):
+    assert choice(written, ("a", "b", "c"), "q1") == "b"
+
+
+@pytest.mark.parametrize("written", ["d", "", "ab", "b or c", 2, None, ["b"]])
+def test_choice_refuses_what_is_not_one_option_and_names_the_options(written):
+    with pytest.raises(CheckFailed, match=r"q1 should be .*'a', 'b', 'c'"):
+        choice(written, ("a", "b", "c"), "q1")

@@ -20,6 +20,7 @@ __all__ = [
     "expect_float",
     "expect_close",
     "expect_raises",
+    "choice",
     "seeded",
 ]
 
@@ -175,6 +176,19 @@ def expect_raises(
             raise CheckFailed(f"{message} (the error should mention {match!r}, it says {error})")
         return error
     raise CheckFailed(message)
+
+
+def choice(answer: Any, options: Sequence[str], name: str) -> str:
+    """A quick-check answer, read the one way every notebook reads it: a string naming one of
+    ``options`` in either case, surrounding spaces and a closing ``)`` or ``.`` ignored ("B",
+    " b", "b)"). Returns the option in lower case; fails, naming the options, otherwise."""
+    allowed = ", ".join(repr(o) for o in options)
+    expect(
+        isinstance(answer, str), f"{name} should be a string, one of {allowed}; it is {answer!r}."
+    )
+    letter = answer.strip().rstrip(").").strip().lower()
+    expect(letter in options, f"{name} should be one of {allowed}; it is {answer!r}.")
+    return letter
 
 
 def seeded(seed: int) -> torch.Generator:
