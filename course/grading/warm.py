@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -153,16 +154,18 @@ def serve(spec_path: Path) -> None:
         conn.settimeout(None)
         with conn:
             request = json.loads(conn.makefile().readline())
-            pid = os.fork()
-            if pid == 0:
+            if os.fork() == 0:
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                 listener.close()
+                # The child answers, once it leads a process group of its own: the grader
+                # signals that group (jupyter_client's pgid) as soon as it has the pid.
+                os.setsid()
+                conn.sendall(f"{os.getpid()}\n".encode())
                 conn.close()
                 try:
                     _become_kernel(request, namespace, count)
                 finally:
                     os._exit(0)
-            conn.sendall(f"{pid}\n".encode())
 
 
 class Zygote:
@@ -228,44 +231,52 @@ def request_fork(sock_path: str, request: dict) -> int:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
         conn.connect(sock_path)
         conn.sendall((json.dumps(request) + "\n").encode())
-        return int(conn.makefile().readline())
-
-
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie, waiting for the zygote to reap it, does not)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
+        answer = conn.makefile().readline()
+    if not answer.strip():
+        raise ConnectionError("the zygote's fork exited before it answered")
+    return int(answer)
 
 
 class ForkedProcess:
-    """The part of ``subprocess.Popen`` that jupyter_client uses, for a process we did not
-    start (the zygote is its parent)."""
+    """The part of ``subprocess.Popen`` that jupyter_client uses, for a kernel the zygote forked
+    (the zygote is its parent and reaps it).
+
+    It is watched through a pidfd, not through ``/proc/<pid>``: reading ``/proc/<pid>/stat``
+    while the zygote reaps the exiting kernel fails with ESRCH (ProcessLookupError), which
+    failed about one grading in a hundred at kernel shutdown, and a pid can be reused once
+    reaped. A pidfd names this one process for as long as it is open.
+    """
 
     stdin = stdout = stderr = None
 
     def __init__(self, pid: int):
         self.pid = pid
         self.returncode: int | None = None
+        try:
+            self._pidfd: int | None = os.pidfd_open(pid)
+        except ProcessLookupError:  # gone (and reaped) before we looked
+            self._pidfd = None
+            self.returncode = -signal.SIGKILL
 
     def poll(self) -> int | None:
-        if self.returncode is None and not _alive(self.pid):
-            self.returncode = -signal.SIGKILL  # the real status went to the zygote
+        """None while it runs; once it has exited (a zombie included), a negative status: the
+        real one went to the zygote."""
+        if self.returncode is None and select.select([self._pidfd], [], [], 0)[0]:
+            self.returncode = -signal.SIGKILL
+            os.close(self._pidfd)
+            self._pidfd = None
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while self.poll() is None:
-            if deadline is not None and time.monotonic() > deadline:
+        if self.poll() is None:
+            if not select.select([self._pidfd], [], [], timeout)[0]:
                 raise subprocess.TimeoutExpired(str(self.pid), timeout)
-            time.sleep(0.02)
-        return self.returncode
+        return self.poll()
 
     def send_signal(self, signum: int) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.pid, signum)
+        if self.poll() is None:
+            with contextlib.suppress(ProcessLookupError):  # exited since poll: nothing to do
+                signal.pidfd_send_signal(self._pidfd, signum)
 
     def terminate(self) -> None:
         self.send_signal(signal.SIGTERM)
@@ -301,7 +312,7 @@ class SandboxedKernelManager(AsyncKernelManager):
             return await super()._async_launch_kernel(launcher + kernel_cmd, **kw)
         provisioner = self.provisioner
         provisioner.process = ForkedProcess(pid)
-        provisioner.pid = provisioner.pgid = pid  # the child made itself a group leader
+        provisioner.pid = provisioner.pgid = pid  # it leads its group before it answers
         self._reconcile_connection_info(provisioner.connection_info)
 
 

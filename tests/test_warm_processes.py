@@ -1,0 +1,129 @@
+"""Kernels forked from a zygote: starting, watching and stopping them never races with the zygote.
+
+The zygote is the forked kernel's parent and reaps it the moment it exits. The grader watched the
+kernel by reading ``/proc/<pid>/stat``; a read while the zygote reaped it failed with ESRCH
+(ProcessLookupError), which failed about one submission in a hundred at kernel shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from course.grading.sandbox import Limits, kernel_uid, kill_uid, policy_for
+from course.grading.warm import ForkedProcess, SandboxedKernelManager, WarmUp, request_fork
+from course_testing import REPO
+
+
+def _reaper(count: int) -> tuple[int, int]:
+    """A process that forks ``count`` children that exit at once, reaps each as soon as it
+    exits (as the zygote does) and writes each pid to a pipe; returns (its pid, the pipe)."""
+    read, write = os.pipe()
+    reaper = os.fork()
+    if reaper == 0:
+        try:  # never return into pytest from a forked child
+            os.close(read)
+            for _ in range(count):
+                pid = os.fork()
+                if pid == 0:
+                    os._exit(0)
+                os.write(write, f"{pid}\n".encode())
+                os.waitpid(pid, 0)
+        finally:
+            os._exit(0)
+    os.close(write)
+    return reaper, read
+
+
+def test_watching_a_kernel_that_its_zygote_reaps_never_fails():
+    reaper, pipe = _reaper(3000)
+    watched = 0
+    with os.fdopen(pipe) as pids:
+        for line in pids:
+            process = ForkedProcess(int(line))
+            process.wait(timeout=5)  # raises if poll() does
+            assert process.poll() is not None
+            process.kill()  # a signal to a process that is gone is no error
+            watched += 1
+    os.waitpid(reaper, 0)
+    assert watched == 3000
+
+
+def test_a_forked_process_is_seen_running_then_exited():
+    pid = os.fork()
+    if pid == 0:
+        try:
+            signal.pause()
+        finally:
+            os._exit(0)
+    process = ForkedProcess(pid)
+    assert process.poll() is None
+    with pytest.raises(Exception, match="timed out"):
+        process.wait(timeout=0.1)
+    process.terminate()
+    assert process.wait(timeout=5) is not None
+    os.waitpid(pid, 0)
+
+
+@pytest.fixture(scope="module")
+def zygote(tmp_path_factory):
+    warm = tmp_path_factory.mktemp("warm")
+    warm_up = WarmUp([REPO / "source" / "04_no_grad"], warm)
+    warm_up.wait()
+    socket = warm / "04_no_grad" / "04_no_grad.sock"
+    assert socket.exists(), (warm / "zygotes.log").read_text()
+    yield str(socket)
+    warm_up.close()
+
+
+def _manager(zygote: str, private: str, work: str) -> SandboxedKernelManager:
+    km = SandboxedKernelManager(kernel_name="python3")
+    km.transport = "ipc"
+    km.ip = os.path.join(private, "ipc")
+    km.connection_file = os.path.join(private, "kernel.json")
+    km.zygote = zygote
+    km.policy = policy_for(REPO, Path(work), Path(private), Limits()).to_json()
+    return km
+
+
+def test_the_zygote_answers_with_a_process_group_leader(zygote, tmp_path):
+    """jupyter_client signals the kernel's process group as soon as it has the pid."""
+    for i in range(10):
+        private, work = tmp_path / f"p{i}", tmp_path / f"w{i}"
+        private.mkdir()
+        work.mkdir()
+        km = _manager(zygote, str(private), str(work))
+        pid = request_fork(zygote, {"argv": ["--help"], "env": {}, "cwd": str(work),
+                                    "policy": km.policy})  # fmt: skip
+        try:
+            assert os.getpgid(pid) == pid
+        finally:
+            os.kill(pid, signal.SIGKILL)
+            kill_uid(kernel_uid(pid))
+
+
+def test_many_forks_shut_down_at_once_all_go_cleanly(zygote):
+    async def one(quick: bool) -> None:
+        private, work = tempfile.mkdtemp(), tempfile.mkdtemp()
+        km = _manager(zygote, private, work)
+        await km.start_kernel(cwd=work, extra_arguments=["--HistoryManager.hist_file=:memory:"])
+        pid = km.provisioner.pid
+        if not quick:
+            client = km.client()
+            client.start_channels()
+            await client.wait_for_ready(timeout=60)
+            client.stop_channels()
+        await km.interrupt_kernel()
+        await km.shutdown_kernel(now=True)
+        kill_uid(kernel_uid(pid))
+        assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text()
+
+    async def all_of_them() -> None:
+        for _ in range(8):
+            await asyncio.gather(one(True), one(False))
+
+    asyncio.run(all_of_them())
