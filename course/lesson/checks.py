@@ -22,6 +22,7 @@ __all__ = [
     "expect_raises",
     "choice",
     "seeded",
+    "expect_runs",
 ]
 
 
@@ -194,3 +195,29 @@ def choice(answer: Any, options: Sequence[str], name: str) -> str:
 def seeded(seed: int) -> torch.Generator:
     """A CPU random generator with a fixed seed, so hidden inputs are the same on every regrade."""
     return torch.Generator().manual_seed(seed)
+
+
+def expect_runs(call: Callable[[], Any], name: str, hints: dict[str, str] | None = None) -> Any:
+    """Return ``call()``; an error it raises becomes a :class:`CheckFailed` for the student.
+
+    The message names ``name`` and the error, and adds the explanation from ``hints`` whose key
+    occurs in ``"<ErrorType>: <message>"`` (the first that does), so a raw error such as
+    ``'NoneType' object has no attribute 'zero_'`` comes with the likely mistake behind it. The
+    original error stays attached as the cause, so the traceback still shows the line that failed.
+    An unfinished stub's NotImplementedError and a failed check pass through unchanged.
+    """
+    try:
+        return call()
+    except (NotImplementedError, CheckFailed):
+        raise
+    except Exception as error:
+        text = f"{type(error).__name__}: {error}"
+        first_line = text.strip().splitlines()[0] if text.strip() else type(error).__name__
+        if len(first_line) > 200:
+            first_line = first_line[:197] + "..."
+        hint = next((h for key, h in (hints or {}).items() if key in text), None)
+        message = f"{name} raised {first_line}"
+        message += "" if message.endswith((".", "!", "?")) else "."
+        if hint:
+            message += f" {hint}"
+        raise CheckFailed(message) from error
