@@ -5,7 +5,7 @@ submissions), grades the same class both ways in one run, checks that the grades
 and prints the times and the throughput ratio (median of --repeat runs). A benchmark, not a test:
 run it on demand on a quiet machine.
 
-    .venv/bin/python benchmarks/batch.py --students 20 --workers 2 --repeat 3
+    .venv/bin/python benchmarks/grading.py --students 20 --workers 2 --repeat 3
 """
 
 from __future__ import annotations

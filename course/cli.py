@@ -70,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
             if bar:
                 bar[0].close()
             report.publish(course, outcomes, args.csv or course.root / "grades.csv")
+            print(batch.summary(outcomes))
+            return batch.exit_status(outcomes)
         elif args.command == "demo":
             demo.run_demo(course, args.scratch or course.root / ".demo")
     except CourseError as error:

@@ -158,7 +158,7 @@ CLASS = {
     "infinite_loop": ({"make_trainable": WRONG + "\nwhile True:\n    pass"}, None),
     "total_time": (
         {
-            name: "{answer}\nimport time\ntime.sleep(9)"
+            name: "{answer}\nimport time\ntime.sleep(12)"
             for name in ("make_trainable", "leaf_inputs", "freeze_all_but", "quick_check")
         },
         None,
@@ -256,7 +256,7 @@ def _kernel_processes() -> list[int]:
 def graded(tmp_path_factory):
     course = copy_course(tmp_path_factory.mktemp("adversarial") / "course", with_release=True)
     with (course.root / "nbgrader_config.py").open("a") as config:
-        config.write("\nc.Execute.timeout = 10\nc.GradingExecute.total_timeout = 30\n")
+        config.write("\nc.Execute.timeout = 10\nc.GradingExecute.total_timeout = 45\n")
     server, connections = _listen()
     _write_class(course, server.getsockname()[1])
     outcomes = {o.student: o for o in batch.grade(course, [A], workers=2)}
@@ -401,7 +401,7 @@ def test_nothing_a_kernel_started_outlives_grading(graded):
     assert sum(v for v in _cells(course, "honest").values()) == FULL
 
 
-def test_regrading_is_idempotent_and_never_leaves_a_stale_grade(graded):
+def test_regrading_is_idempotent_and_a_failed_regrade_keeps_the_grade(graded):
     course, first, _ = graded
     again = {"honest", "wrong", "patch_allclose", "held_no_grad", "zero_bytes"}
     second = {o.student: o for o in batch.grade(course, [A], students=sorted(again), workers=2)}
@@ -410,10 +410,11 @@ def test_regrading_is_idempotent_and_never_leaves_a_stale_grade(graded):
             first[student].status,
             first[student].score,
         ), student
-    # A regrade that fails removes the earlier grade instead of keeping it.
+    # A regrade that fails keeps the earlier grade (and all a person entered), and says so.
     path = course.root / "submitted" / "wrong" / A / f"{A}.ipynb"
     path.write_text("{not json")
     (failed,) = batch.grade(course, [A], students=["wrong"])
-    assert failed.status == batch.FAILED and failed.score is None
+    assert failed.status == batch.FAILED and "previous grade kept" in failed.detail, failed
+    assert failed.score == first["wrong"].score
     with course.api().gradebook as gb:
-        assert not [s for s in gb.assignment_submissions(A) if s.student.id == "wrong"]
+        assert gb.find_submission(A, "wrong").score == first["wrong"].score

@@ -44,7 +44,7 @@ def _env():
 def two_courses(tmp_path_factory):
     base = copy_course(tmp_path_factory.mktemp("parallel") / "stock", with_release=True)
     with (base.root / "nbgrader_config.py").open("a") as config:
-        config.write("\nc.Execute.timeout = 20\n")
+        config.write("\nc.Execute.timeout = 20\nc.GradingExecute.wall_factor = 1.5\n")
     refs = reference_answers(base, ASSIGNMENT)
     for student, code in CLASS.items():
         answers = refs if code is None else {EXERCISE: code}

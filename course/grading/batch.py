@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import csv
 import json
-import multiprocessing
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
+from collections.abc import Callable, Iterable
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,8 +16,9 @@ import nbformat
 from nbgrader.api import MissingEntry
 
 from .coursedir import Course
-from .jobs import Job, JobResult, run_job
+from .jobs import Job, JobResult
 from .replay import replay_api
+from .runner import run_jobs
 from .warm import WarmUp
 
 GRADED, PARTIAL, FLAGGED, FAILED, MISSING = "graded", "partial", "flagged", "failed", "missing"
@@ -28,6 +28,7 @@ STATUSES = (GRADED, PARTIAL, FLAGGED, FAILED, MISSING)
 FAILURE_REASONS: list[tuple[str, str]] = [
     ("SubmissionTimeout", "timeout: the notebook ran past its total time limit"),
     ("UnresponsiveKernelError", "timeout: the kernel did not answer and could not be interrupted"),
+    ("CellTimeLimit", "timeout: a cell ran past its CPU-time limit and ignored the interrupt"),
     ("TimeoutError", "timeout: a cell ran past the time limit"),  # also CellTimeoutError
     ("DeadKernelError", "kernel died (crash, os._exit or out of memory)"),
     ("Kernel died", "kernel died (crash, os._exit or out of memory)"),
@@ -63,6 +64,28 @@ class Outcome:
     needs_manual_grade: bool = False
     cell_scores: dict[str, float | None] = field(default_factory=dict)  # by test cell grade id
     cell_max: dict[str, float] = field(default_factory=dict)
+    grader_fault: bool = False  # failed for the grader's reasons, not the submission's
+
+
+# `python -m course grade` exits with these (2 is a request it could not take).
+EXIT_GRADED, EXIT_FAILED, EXIT_GRADER_FAILED = 0, 1, 3
+
+
+def exit_status(outcomes: list[Outcome]) -> int:
+    """0 when no submission failed; 3 when one failed for the grader's reasons; else 1."""
+    if any(o.grader_fault for o in outcomes):
+        return EXIT_GRADER_FAILED
+    return EXIT_FAILED if any(o.status == FAILED for o in outcomes) else EXIT_GRADED
+
+
+def summary(outcomes: list[Outcome]) -> str:
+    """One line with the count of each status, e.g. ``graded 18, failed 2 (1 the grader's)``."""
+    counts = [(s, sum(o.status == s for o in outcomes)) for s in STATUSES]
+    parts = [f"{status} {n}" for status, n in counts if n]
+    faults = sum(o.grader_fault for o in outcomes)
+    if faults:
+        parts = [p + f" ({faults} the grader's)" if p.startswith(FAILED) else p for p in parts]
+    return ", ".join(parts) or "nothing to grade"
 
 
 def classify_failure(log: str) -> str:
@@ -136,8 +159,9 @@ def _record(course: Course, recorder, api, result: JobResult) -> Outcome:
                 f"{merged.get('log', '')}\n{merged.get('error') or ''}"
             )
     if problem is not None:
-        _forget_submission(api, result.assignment, result.student)
-        return Outcome(result.assignment, result.student, FAILED, problem)
+        outcome = _failed(api, result.assignment, result.student, problem)
+        outcome.grader_fault = result.failure is not None
+        return outcome
     outcome = _scores(api, result.assignment, result.student)
     if withheld := _withheld(course, result.assignment, result.student):
         outcome.status = FLAGGED
@@ -164,40 +188,17 @@ def _withheld(course: Course, assignment: str, student: str) -> str:
     return " | ".join(reasons)
 
 
-def _forget_submission(api, assignment: str, student: str) -> None:
-    """Drop an earlier grade, so a failed regrade never leaves a stale score behind.
-
-    The student stays in the gradebook (nbgrader created them before it failed, or we do here).
-    """
+def _failed(api, assignment: str, student: str, problem: str) -> Outcome:
+    """A submission that could not be graded now. Nothing in the gradebook is touched: an earlier
+    grade, with everything a person entered for it, stays, and the outcome shows it."""
     with api.gradebook as gb:
-        gb.update_or_create_student(student)
         try:
-            gb.remove_submission(assignment, student)
-        except MissingEntry:  # nothing was graded before
-            pass
-
-
-def _finished(jobs: list[Job], workers: int, executor: Executor | None) -> Iterator[JobResult]:
-    """Run the jobs on ``executor``, or ``workers`` at a time here; yield each result as soon as
-    it is ready."""
-    if executor is not None:
-        futures = {executor.submit(run_job, job): job for job in jobs}
-        for future in as_completed(futures):
-            try:
-                yield future.result()
-            except Exception as error:  # the worker itself failed: this job fails, the rest go on
-                job = futures[future]
-                reason = f"grading worker failed: {type(error).__name__}: {error}"
-                yield JobResult(
-                    job.assignment, job.student, False, reason, None, reason.splitlines()[0][:300]
-                )
-    elif workers <= 1:
-        yield from map(run_job, jobs)
-    else:
-        # spawn: workers start clean, never inheriting the parent's open gradebook connections.
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(workers, mp_context=context) as pool:
-            yield from _finished(jobs, workers, pool)
+            gb.find_submission(assignment, student)
+        except MissingEntry:  # never graded: there is no score to show
+            return Outcome(assignment, student, FAILED, problem)
+    kept = _scores(api, assignment, student)
+    kept.status, kept.detail = FAILED, f"{problem}; previous grade kept"
+    return kept
 
 
 def grade(
@@ -246,8 +247,7 @@ def grade(
                 if not (course.root / "submitted" / student / assignment).is_dir():
                     done(Outcome(assignment, student, MISSING, "no submission"))
                 elif problem := check_submission_files(course, assignment, student):
-                    _forget_submission(api, assignment, student)
-                    done(Outcome(assignment, student, FAILED, problem))
+                    done(_failed(api, assignment, student, problem))
                 else:
                     jobs.append(
                         Job(
@@ -267,7 +267,7 @@ def grade(
         graded = sorted({job.assignment for job in jobs}) if warm else []
         warm_up = WarmUp([course.root / "source" / a for a in graded], workdir / "warm")
         try:
-            for result in _finished(jobs, workers, executor):
+            for result in run_jobs(jobs, workers, executor):
                 done(_record(course, recorder, api, result))
         finally:
             warm_up.close()

@@ -3,8 +3,10 @@ ready, warm) kernel, a total time limit, an output cap and kernel death noticed 
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import os
+import queue
 import shutil
 import tempfile
 import time
@@ -14,11 +16,11 @@ import nbformat
 from nbclient.exceptions import DeadKernelError
 from nbclient.util import ensure_async, run_sync
 from nbgrader.preprocessors import Execute
-from traitlets import Bool, Integer, Unicode
+from traitlets import Bool, Float, Integer, Unicode
 
 from .codescan import scan_notebook, trusted_cells
 from .repair import source_notebook
-from .sandbox import Limits, kernel_uid, kill_uid, policy_for
+from .sandbox import Limits, kernel_uid, kill_uid, policy_for, session_cpu_seconds
 from .warm import Prefix, SandboxedKernelManager, prefix_file, prefix_sources
 
 GUARD = "__import__('course.grading.guard').grading.guard"
@@ -27,6 +29,14 @@ WITHHELD = "GradingWithheld"
 
 class SubmissionTimeout(Exception):
     """The notebook ran past its total time limit."""
+
+
+class CellTimeLimit(Exception):
+    """A cell ran past its CPU-time limit and went on after the interrupt: the kernel was killed."""
+
+
+class KernelStartFailed(Exception):
+    """The grading kernel could not start: the grader's trouble, before any student code ran."""
 
 
 class GradingExecute(Execute):
@@ -53,7 +63,15 @@ class GradingExecute(Execute):
 
     warm_dir = Unicode("", help="folder with recorded prefixes and zygote sockets").tag(config=True)
     course_root = Unicode("", help="the course folder to hide (default: the cwd)").tag(config=True)
-    total_timeout = Integer(300, help="seconds for the whole notebook").tag(config=True)
+    total_timeout = Integer(300, help="seconds (wall clock) for the whole notebook").tag(
+        config=True
+    )
+    wall_factor = Float(
+        5.0, help="a cell's wall-clock backstop, in multiples of its CPU-time limit (timeout)"
+    ).tag(config=True)
+    interrupt_grace = Float(
+        5.0, help="seconds a cell past its CPU time has to stop after the interrupt"
+    ).tag(config=True)
     max_output_kb = Integer(1024, help="output kept per cell").tag(config=True)
     memory_mb = Integer(Limits.memory_mb, help="kernel's private memory").tag(config=True)
     isolate = Bool(True, help="namespaces and own uid, where the machine allows").tag(config=True)
@@ -71,8 +89,13 @@ class GradingExecute(Execute):
         self._withheld = [str(f) for f in findings]
         self._guarding = False
         self._kernel_uid = None
+        self._cpu_limit = self._stuck = None
         try:
             nb, resources = super().preprocess(nb, resources, km)
+        except DeadKernelError:
+            if self._stuck:  # we killed it: the cell would not stop
+                raise CellTimeLimit(self._stuck) from None
+            raise
         finally:
             if self._kernel_uid is not None:  # what the kernel left running dies with it
                 kill_uid(self._kernel_uid)
@@ -166,10 +189,21 @@ class GradingExecute(Execute):
         return {index: position for position, index in enumerate(leading)}
 
     async def async_start_new_kernel(self, **kwargs):
-        await super().async_start_new_kernel(**kwargs)
+        try:
+            await super().async_start_new_kernel(**kwargs)
+        except Exception as error:
+            raise KernelStartFailed(f"{type(error).__name__}: {error}") from error
         self._kernel_uid = kernel_uid(self.km.provisioner.pid)
 
-    start_new_kernel = run_sync(async_start_new_kernel)  # nbclient's is bound to its own
+    async def async_start_new_kernel_client(self):
+        try:
+            return await super().async_start_new_kernel_client()
+        except Exception as error:  # it died or never answered before any student code ran
+            raise KernelStartFailed(f"{type(error).__name__}: {error}") from error
+
+    # nbclient binds the sync versions to its own coroutines
+    start_new_kernel = run_sync(async_start_new_kernel)
+    start_new_kernel_client = run_sync(async_start_new_kernel_client)
 
     def create_kernel_manager(self):
         km = super().create_kernel_manager()
@@ -221,12 +255,77 @@ class GradingExecute(Execute):
                 f"the notebook ran past its total time limit of {self.total_timeout} s"
             )
         configured = self.timeout
-        self.timeout = max(1, min(configured or remaining, int(remaining) + 1))
+        self._cpu_limit = configured
+        wall = configured * self.wall_factor if configured else remaining
+        self.timeout = max(1, min(int(wall), int(remaining) + 1))
         self._cell_output_bytes = 0
         try:
             return super().preprocess_cell(cell, resources, index)
         finally:
-            self.timeout = configured
+            self.timeout, self._cpu_limit = configured, None
+
+    async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
+        """nbclient's, with the cell's CPU time watched (`_watch_cpu`) while it runs."""
+        self._interrupted = None
+        watch = asyncio.ensure_future(self._watch_cpu()) if self._cpu_limit else None
+        try:
+            cell = await super().async_execute_cell(
+                cell, cell_index, execution_count, store_history
+            )
+        finally:
+            if watch is not None:
+                watch.cancel()
+        if self._interrupted:  # the student sees why, not a bare KeyboardInterrupt
+            for output in cell.outputs:
+                if output.output_type == "error" and output.ename == "KeyboardInterrupt":
+                    output.ename, output.evalue = "CellTimeoutError", self._interrupted
+                    output.traceback = [f"CellTimeoutError: {self._interrupted}"]
+        return cell
+
+    execute_cell = run_sync(async_execute_cell)
+
+    async def _async_handle_timeout(self, timeout, cell=None):
+        """The wall-clock backstop: nbclient interrupts the cell; a kernel that does not answer
+        within ``interrupt_grace`` after that is killed, never waited on cell after cell."""
+        reply = await super()._async_handle_timeout(timeout, cell)
+        if not await self._answers_within(self.interrupt_grace):
+            self._stuck = (
+                f"the cell ran past its {timeout} s wall-clock limit and went on after the "
+                "interrupt, so its kernel was killed"
+            )
+            await ensure_async(self.km.shutdown_kernel(now=True))
+            raise DeadKernelError("killed by the grader")
+        return reply
+
+    async def _answers_within(self, seconds: float) -> bool:
+        """Whether the kernel answers a kernel_info request within ``seconds`` (a kernel still
+        busy with an interrupted cell does not)."""
+        msg_id = self.kc.kernel_info()
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                msg = await ensure_async(self.kc.shell_channel.get_msg(timeout=left))
+            except queue.Empty:
+                return False
+            if msg["parent_header"].get("msg_id") == msg_id:
+                return True
+        return False
+
+    async def _watch_cpu(self) -> None:
+        """The per-cell limit counts the kernel's CPU time, so a loaded machine does not cut an
+        honest cell short: past it the cell is interrupted (its error says why), and a cell that
+        goes on after that has its kernel killed. nbclient's wall-clock timeout, ``wall_factor``
+        times larger, stays as the backstop for a cell that waits without computing."""
+        session = self.km.provisioner.pid  # the kernel leads its session (`sandbox.enter`)
+        start = session_cpu_seconds(session)
+        while session_cpu_seconds(session) - start <= self._cpu_limit:
+            await asyncio.sleep(0.2)
+        message = f"the cell used more than {self._cpu_limit} s of CPU time and was stopped"
+        self._interrupted = message
+        await ensure_async(self.km.interrupt_kernel())
+        await asyncio.sleep(self.interrupt_grace)
+        self._stuck = f"{message}; it went on after the interrupt, so its kernel was killed"
+        await ensure_async(self.km.shutdown_kernel(now=True))
 
     def output(self, outs, msg, display_id, cell_index):
         size = len(str(msg.get("content", "")))

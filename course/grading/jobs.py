@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .coursedir import CONFIG_FILE, Course
+from .execute import KernelStartFailed
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ class JobResult:
     ok: bool
     log: str  # nbgrader's log and traceback, for the failure reason
     feedback: Path | None  # <scratch>/feedback/<student>/<assignment>, None if not written
-    failure: str | None = None  # the grader's own trouble (not nbgrader's), said as it is
+    failure: str | None = None  # the grader's own trouble, not the submission's: retried
 
 
 def scratch_dir(workdir: Path, assignment: str, student: str) -> Path:
@@ -75,7 +76,10 @@ def run_job(job: Job) -> JobResult:
     result = api.autograde(job.assignment, job.student, force=True, create=True)
     log = f"{result.get('log', '')}\n{result.get('error') or ''}"
     if not result["success"]:
-        return JobResult(job.assignment, job.student, False, log, None)
+        # Only the grader's own step names this exception: no student code had run yet.
+        started = KernelStartFailed.__name__ not in log
+        trouble = None if started else "the grading kernel could not start"
+        return JobResult(job.assignment, job.student, False, log, None, trouble)
     feedback = api.generate_feedback(job.assignment, job.student, force=True)
     pages = course.root / "feedback" / job.student / job.assignment
     return JobResult(job.assignment, job.student, True, log, pages if feedback["success"] else None)

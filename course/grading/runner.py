@@ -1,0 +1,88 @@
+"""Run grading jobs in parallel, so that a submission fails only for something in the submission.
+
+A job that fails for the grader's own reasons (its worker process died, its kernel could not
+start) runs again, cold, up to `ATTEMPTS` times; only a failure that repeats is reported, and it
+says that it is the grader's. A worker that dies breaks Python's process pool for every job in
+it: the pool is replaced and the jobs that were in it run again; at most ``workers`` jobs are in
+a pool at once, so a death costs only those.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import replace
+
+from .jobs import Job, JobResult, run_job
+
+ATTEMPTS = 3  # a job that failed for the grader's reasons runs at most this many times
+
+
+def grader_failure(job: Job, error: BaseException) -> JobResult:
+    """The result of a job whose worker failed (died, or raised outside nbgrader)."""
+    reason = f"grading worker failed: {type(error).__name__}: {error}".splitlines()[0][:300]
+    return JobResult(job.assignment, job.student, False, reason, None, reason)
+
+
+def _settle(result: JobResult, job: Job, attempt: int, queue: deque) -> JobResult | None:
+    """The final result, or None when the job is queued to run again (cold)."""
+    if result.failure is None:
+        return result
+    if attempt < ATTEMPTS:
+        queue.append((replace(job, warm_dir=None), attempt + 1))
+        return None
+    return replace(result, failure=f"{result.failure} (the grader's fault, {attempt} attempts)")
+
+
+def _local_pool(workers: int) -> ProcessPoolExecutor:
+    # spawn: workers start clean, never inheriting the parent's open gradebook connections.
+    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+
+
+def run_jobs(
+    jobs: list[Job],
+    workers: int,
+    executor: Executor | None = None,
+    run: Callable[[Job], JobResult] = run_job,
+) -> Iterator[JobResult]:
+    """Run ``jobs`` on ``executor`` (kept as it is), or ``workers`` at a time in a local pool of
+    processes (replaced when a worker dies), or here when ``workers`` is 1; yield each job's
+    final result as soon as it is known."""
+    queue: deque[tuple[Job, int]] = deque((job, 1) for job in jobs)
+    if executor is None and workers <= 1:
+        while queue:
+            job, attempt = queue.popleft()
+            try:
+                result = run(job)
+            except Exception as error:
+                result = grader_failure(job, error)
+            if (final := _settle(result, job, attempt, queue)) is not None:
+                yield final
+        return
+    own = executor is None
+    pool = _local_pool(workers) if own else executor
+    limit = workers if own else max(1, len(jobs))
+    running: dict[Future, tuple[Job, int, Executor]] = {}
+    try:
+        while queue or running:
+            while queue and len(running) < limit:
+                job, attempt = queue.popleft()
+                running[pool.submit(run, job)] = (job, attempt, pool)
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                job, attempt, ran_on = running.pop(future)
+                try:
+                    result = future.result()
+                except Exception as error:
+                    result = grader_failure(job, error)
+                    if own and isinstance(error, BrokenProcessPool) and ran_on is pool:
+                        pool.shutdown(wait=False, cancel_futures=True)
+                        pool = _local_pool(workers)
+                if (final := _settle(result, job, attempt, queue)) is not None:
+                    yield final
+    finally:
+        if own:
+            pool.shutdown(wait=True, cancel_futures=True)
