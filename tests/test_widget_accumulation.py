@@ -11,8 +11,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+from course.lesson.widgets import accumulation  # noqa: E402
 from course.lesson.widgets.accumulation import (  # noqa: E402
+    EXAMPLE_W,
     accumulation_data,
+    example_loss,
     plot_accumulation,
     readout,
     show_accumulation,
@@ -118,22 +121,75 @@ def test_readout_gives_the_last_values(w):
     ]
 
 
-def test_widget_is_a_placeholder_when_nbgrader_runs(w, monkeypatch):
+def test_widget_is_a_placeholder_when_nbgrader_runs(monkeypatch):
     monkeypatch.setenv("NBGRADER_EXECUTION", "validate")
-    assert "not drawn during grading" in show_accumulation(w, loss_fn).value
+    assert "not drawn during grading" in show_accumulation().value
 
 
-def test_moving_the_slider_redraws_the_readout(w, monkeypatch):
+def _widget(monkeypatch, **kwargs):
     monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
-    _header, controls, readout_html, _output = show_accumulation(w, loss_fn, max_calls=6).children
+    _header, controls, readout_html, output = show_accumulation(**kwargs).children
     (slider,) = controls.children
-    assert (slider.min, slider.max, slider.value) == (1, 6, 1)
-    assert "after 1 call:" in readout_html.value
+    return slider, readout_html, output
+
+
+def test_the_widget_example_is_the_lessons_g():
+    w = torch.tensor(EXAMPLE_W, requires_grad=True)
+    assert accumulation_data(w, example_loss, 1).zeroed == [G]
+
+
+def test_the_widget_opens_where_accumulation_is_visible(monkeypatch):
+    slider, readout_html, _output = _widget(monkeypatch)
+    assert (slider.min, slider.max, slider.value) == (1, 8, 4)
+    assert "after 4 calls:" in readout_html.value and "[12, 4]" in readout_html.value
+
+
+def test_moving_the_slider_redraws_the_readout(monkeypatch):
+    slider, readout_html, _output = _widget(monkeypatch, max_calls=6, calls=2)
+    assert (slider.min, slider.max, slider.value) == (1, 6, 2)
+    assert "after 2 calls:" in readout_html.value
     slider.value = 4
     assert "after 4 calls:" in readout_html.value and "[12, 4]" in readout_html.value
     slider.value = 1
     assert "after 1 call:" in readout_html.value
-    assert w.grad is None
+
+
+def test_the_widget_owns_its_example(monkeypatch):
+    """What the notebook does to its own tensors and to the global RNG after the widget is drawn
+    never changes the widget's numbers."""
+    slider, readout_html, _output = _widget(monkeypatch)
+    torch.manual_seed(7)
+    torch.randn(5)
+    slider.value = 3
+    w = torch.tensor(EXAMPLE_W, requires_grad=True)
+    assert readout(accumulation_data(w, example_loss, 3)) in readout_html.value
+
+
+def test_a_failed_redraw_shows_the_error_not_the_old_picture(monkeypatch):
+    slider, readout_html, _output = _widget(monkeypatch)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("out of memory")
+
+    monkeypatch.setattr(accumulation, "accumulation_data", broken)
+    slider.value = 5
+    assert "Could not draw: RuntimeError: out of memory" in readout_html.value
+    assert "after" not in readout_html.value
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"max_calls": 1}, "max_calls must be a whole number of at least 2"),
+        ({"calls": 0}, "calls must be a whole number from 1 to max_calls=8"),
+        ({"max_calls": 3, "calls": 4}, "calls must be a whole number from 1 to max_calls=3"),
+        ({"calls": 2.0}, "calls must be a whole number"),
+    ],
+)
+def test_bad_widget_arguments_are_clear_errors(monkeypatch, kwargs, match):
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    with pytest.raises(ValueError, match=match):
+        show_accumulation(**kwargs)
 
 
 def test_a_loss_that_ignores_w_is_a_clear_error():

@@ -69,9 +69,11 @@ def test_cost_data_saved_bytes_follow_the_formula(small):
     assert bigger.saved_bytes == [(2 + 1) * 10 * 16 * 4, 0]
 
 
-def test_cost_data_times_are_one_per_mode(small):
-    assert len(small.median_ms) == len(cost.MODES) == 2
-    assert all(isinstance(t, float) and t >= 0 for t in small.median_ms)
+def test_cost_data_times_are_one_list_per_mode_with_a_run_per_repeat(small):
+    assert len(small.times_ms) == len(cost.MODES) == 2
+    assert all(len(t) == small.repeats for t in small.times_ms)
+    assert all(isinstance(t, float) and t >= 0 for runs in small.times_ms for t in runs)
+    assert small.fastest_ms == [min(t) for t in small.times_ms]
 
 
 def test_cost_data_leaves_the_grad_mode_as_it_was():
@@ -95,7 +97,7 @@ def test_plot_bars_show_the_saved_mib_and_the_times(small):
     memory_ax, time_ax = fig.axes
     heights = [bar.get_height() for bar in memory_ax.patches]
     assert heights == pytest.approx([640 / 2**20, 0.0])
-    assert [bar.get_height() for bar in time_ax.patches] == pytest.approx(small.median_ms)
+    assert [bar.get_height() for bar in time_ax.patches] == pytest.approx(small.fastest_ms)
     plt.close(fig)
 
 
@@ -103,9 +105,12 @@ def test_plot_titles_labels_and_legend(small):
     fig = cost.plot_cost(small)
     memory_ax, time_ax = fig.axes
     assert memory_ax.get_title() == "Memory kept for backward"
-    assert time_ax.get_title() == "Forward time (median of 2)"
+    assert time_ax.get_title().splitlines() == [
+        "Forward time (fastest of 2):",
+        cost.timing_verdict(small.times_ms)[0],
+    ]
     assert memory_ax.get_ylabel() == "saved activations (MiB)"
-    assert time_ax.get_ylabel() == "time per forward pass (ms)"
+    assert time_ax.get_ylabel() == "fastest forward pass (ms)"
     assert fig._suptitle.get_text() == "MLP of width 8, depth 3, batch 5"
     for ax in (memory_ax, time_ax):
         assert ax.get_xlabel() == "gradient mode"
@@ -126,12 +131,14 @@ def test_plot_draws_on_given_axes(small):
 
 
 def test_readout_has_both_modes_and_their_numbers():
-    data = cost.CostData(64, 2, 32, 3, [3 * 2**20, 0], [1.5, 1.25])
+    data = cost.CostData(64, 2, 32, 3, [3 * 2**20, 0], [[1.6, 1.5, 1.7], [1.3, 1.25, 1.2]])
     text = cost.readout(data)
     assert "width 64, depth 2, batch 32" in text
-    first, second = text.splitlines()[1:]
-    assert "tracking on" in first and "3.000 MiB" in first and "1.500 ms" in first
-    assert "torch.no_grad()" in second and "0.000 MiB" in second and "1.250 ms" in second
+    first, second, verdict = text.splitlines()[1:]
+    assert "tracking on" in first and "3.000 MiB" in first
+    assert "fastest forward    1.500 ms" in first
+    assert "torch.no_grad()" in second and "0.000 MiB" in second and "1.200 ms" in second
+    assert verdict.strip() == cost.timing_verdict(data.times_ms)[1]
 
 
 def test_show_cost_is_a_placeholder_during_grading(monkeypatch):
@@ -151,9 +158,78 @@ def test_show_cost_has_width_and_batch_sliders_and_a_readout(monkeypatch):
     assert "width 32, depth 1, batch 16" in box.children[2].value
 
 
-def test_median_forward_ms_gives_one_time_per_mode_and_checks_repeats():
+def test_forward_times_ms_gives_repeats_runs_per_mode_and_checks_repeats():
     model, x = cost.make_mlp(4, 1), torch.randn(2, 4)
-    times = cost.median_forward_ms(model, x, repeats=3)
-    assert len(times) == 2 and all(isinstance(t, float) for t in times)
+    times = cost.forward_times_ms(model, x, repeats=3)
+    assert len(times) == 2 and all(len(t) == 3 for t in times)
+    assert all(isinstance(t, float) for runs in times for t in runs)
     with pytest.raises(ValueError, match="repeats must be a positive int"):
-        cost.median_forward_ms(model, x, repeats=0)
+        cost.forward_times_ms(model, x, repeats=0)
+
+
+def test_forward_times_ms_takes_turns_and_alternates_who_goes_first(monkeypatch):
+    model, x = cost.make_mlp(4, 1), torch.randn(2, 4)
+    order = []
+    model.register_forward_pre_hook(lambda *args: order.append(torch.is_grad_enabled()))
+    cost.forward_times_ms(model, x, repeats=3)
+    assert order == [True, False, False, True, True, False, False, True]  # warm-up round first
+
+
+def test_a_clear_win_is_called_one_and_a_busy_moment_does_not_decide_it():
+    # tracking on is slower in every round; one round of each mode was slowed by something else
+    on = [1.10, 1.12, 9.0, 1.11, 1.13]
+    off = [0.90, 8.0, 0.92, 0.91, 0.93]
+    short, sentence = cost.timing_verdict([on, off])
+    assert short == "torch.no_grad() faster"
+    assert sentence.startswith("torch.no_grad() was faster: 0.9 ms against 1.1 ms")
+    assert "fastest of 5 runs each" in sentence
+
+
+def test_overlapping_times_are_called_noise():
+    on = [1.0, 1.3, 1.1, 1.6, 1.2]
+    off = [1.05, 1.0, 1.4, 1.1, 1.5]
+    short, sentence = cost.timing_verdict([on, off])
+    assert short == "difference is noise"
+    assert sentence.startswith("too close to call")
+
+
+def test_a_faster_minimum_that_won_few_rounds_is_noise():
+    on = [1.0] * 8
+    off = [0.8, 1.1, 0.8, 1.1, 0.8, 1.1, 0.8, 1.1]  # the gap (0.2) beats the noise (0.15) ...
+    short, sentence = cost.timing_verdict([on, off])
+    assert short == "difference is noise"  # ... but no_grad won only half the rounds
+    assert "torch.no_grad() won 4 of 8 rounds" in sentence
+
+
+def test_a_difference_below_two_percent_is_noise():
+    on = [1.000, 1.000, 1.000, 1.000]
+    off = [0.990, 0.990, 0.990, 0.990]
+    assert cost.timing_verdict([on, off])[0] == "difference is noise"
+
+
+def test_a_failed_redraw_shows_the_error_not_the_old_picture(monkeypatch):
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    box = cost.show_cost(depth=1, batch=16, repeats=1, max_width=64)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("out of memory")
+
+    monkeypatch.setattr(cost, "cost_data", broken)
+    box.children[1].children[0].value = 32
+    assert "Could not draw: RuntimeError: out of memory" in box.children[2].value
+    assert "width" not in box.children[2].value
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"depth": 0}, "depth must be a positive int"),
+        ({"repeats": 0}, "repeats must be a positive int"),
+        ({"max_width": 16}, "max_width must be at least 32"),
+        ({"device": "not-a-device"}, "device"),
+    ],
+)
+def test_bad_widget_arguments_are_clear_errors(monkeypatch, kwargs, match):
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    with pytest.raises((ValueError, RuntimeError), match=match):
+        cost.show_cost(**kwargs)

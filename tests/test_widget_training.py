@@ -15,7 +15,9 @@ import torch  # noqa: E402
 from course.lesson.widgets import training  # noqa: E402
 from course.lesson.widgets.base import PALETTE  # noqa: E402
 from course.lesson.widgets.training import (  # noqa: E402
+    LR_EXPONENTS,
     VARIANTS,
+    diverging,
     plot_training,
     readout,
     regression_data,
@@ -230,3 +232,77 @@ def _counting(fn):
 
     wrapper.calls = 0
     return wrapper
+
+
+def _slider_rates() -> list[float]:
+    low, high = LR_EXPONENTS
+    count = round((high - low) / 0.1)
+    return [10 ** (low + 0.1 * i) for i in range(count + 1)]
+
+
+def test_the_slider_stops_where_the_correct_loop_still_converges(monkeypatch):
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    _header, controls, _readout, _output = show_training().children
+    rate, _count = controls.children
+    assert (rate.min, rate.max) == LR_EXPONENTS
+    for lr in _slider_rates():
+        data = training_data(lr, 100, variants=["correct", "no_zero"])
+        correct, forgotten = data.losses["correct"], data.losses["no_zero"]
+        assert correct[-1] < 0.05 * correct[0], f"lr {lr:.3g}: the correct loop did not fit"
+        assert not diverging(correct) and not diverging(forgotten), f"lr {lr:.3g}"
+        assert forgotten[-1] > correct[-1], f"lr {lr:.3g}: the forgotten zero_grad looks better"
+
+
+def test_a_run_that_blows_up_is_called_diverging():
+    data = training_data(1.0, 30)  # past the slider's range: even the correct loop diverges
+    assert diverging(data.losses["correct"]) and not diverging(data.losses["no_zero"])
+    text = readout(data)
+    assert "diverging: final loss" in text and "still rising" in text
+    assert "even the correct loop diverges at this learning rate" in text
+    assert "even the correct loop" not in readout(training_data(0.1, 30))
+
+
+def test_a_swing_is_not_divergence():
+    assert not diverging([5.0, 1.0, 6.0, 7.0, 8.0, 9.0])  # rising, but below twice the start
+    assert not diverging([1.0, 3.0, 2.5, 2.6, 2.7])  # above twice the start, but not rising 3 steps
+    assert diverging([1.0, 1.5, 2.2, 3.0])
+    assert diverging([1.0, math.inf])
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"lr": 1.0}, "lr must be a number from 0.01 to 0.79"),
+        ({"lr": 0.001}, "lr must be a number from 0.01 to 0.79"),
+        ({"steps": 0}, "steps must be a whole number from 1 to 100"),
+        ({"steps": 20, "max_steps": 10}, "steps must be a whole number from 1 to 10"),
+        ({"variants": ["sometimes"]}, "unknown variant"),
+    ],
+)
+def test_bad_widget_arguments_are_clear_errors(monkeypatch, kwargs, match):
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    with pytest.raises(ValueError, match=match):
+        show_training(**kwargs)
+
+
+def test_a_failed_redraw_shows_the_error_not_the_old_picture(monkeypatch):
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    _header, controls, readout_html, _output = show_training(steps=5).children
+    _rate, count = controls.children
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no memory left")
+
+    monkeypatch.setattr(training, "training_data", broken)
+    count.value = 6
+    assert "Could not draw: RuntimeError: no memory left" in readout_html.value
+    assert "lr = " not in readout_html.value
+
+
+def test_the_widget_keeps_its_own_list_of_variants(monkeypatch):
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    chosen = ["correct"]
+    _header, controls, readout_html, _output = show_training(steps=5, variants=chosen).children
+    chosen.append("no_zero")  # a later cell changes the list it passed in
+    controls.children[1].value = 6
+    assert VARIANTS["no_zero"][0] not in readout_html.value

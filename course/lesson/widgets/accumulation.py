@@ -11,6 +11,30 @@ from .base import PALETTE, interactive_plot, new_figure
 
 MAX_LINES = 6  # more entries than this make an unreadable plot; the readout still lists them all
 
+# The widget's own example, built afresh on every redraw (never a tensor or function of the
+# notebook's, which a later cell could change): at w = [1, 2] the gradient is g = [3, 1].
+EXAMPLE_W = (1.0, 2.0)
+EXAMPLE_SHIFT = (1.0, -3.0)
+
+
+def example_loss(w: torch.Tensor) -> torch.Tensor:
+    """``(w**2).sum() + (w * [1, -3]).sum()``, whose gradient is ``2w + [1, -3]``."""
+    return (w**2).sum() + (w * torch.tensor(EXAMPLE_SHIFT, dtype=w.dtype)).sum()
+
+
+def error_view(error: BaseException, title: str = "Could not draw"):
+    """A figure and a readout that say what went wrong, drawn in place of the last picture.
+
+    The course's widgets draw this when computing their numbers fails, so a failed redraw never
+    leaves the previous (now wrong) picture standing.
+    """
+    fig, ax = new_figure(ncols=1, width=6.0, height=1.6)
+    message = f"{type(error).__name__}: {error}"
+    ax.text(0.5, 0.5, message, ha="center", va="center", wrap=True, color=PALETTE["vermillion"])
+    ax.set_title(title)
+    ax.set_axis_off()
+    return fig, f"{title}: {message}"
+
 
 @dataclass(frozen=True)
 class AccumulationData:
@@ -96,16 +120,23 @@ def readout(data: AccumulationData) -> str:
     )
 
 
-def show_accumulation(
-    w: torch.Tensor,
-    loss_fn: Callable[[torch.Tensor], torch.Tensor],
-    max_calls: int = 8,
-):
-    """A slider for the number of backward() calls and the two panels side by side."""
+def show_accumulation(max_calls: int = 8, calls: int = 4):
+    """A slider for the number of backward() calls and the two panels side by side.
+
+    The widget owns its example: ``example_loss`` at ``w = EXAMPLE_W`` (a fresh tensor on every
+    redraw), and it opens at ``calls`` calls, where the accumulation is already visible.
+    """
     import ipywidgets as widgets
 
+    if isinstance(max_calls, bool) or not isinstance(max_calls, int) or max_calls < 2:
+        raise ValueError(f"max_calls must be a whole number of at least 2, got {max_calls!r}")
+    if isinstance(calls, bool) or not isinstance(calls, int) or not 1 <= calls <= max_calls:
+        raise ValueError(
+            f"calls must be a whole number from 1 to max_calls={max_calls}, got {calls!r}"
+        )
+
     slider = widgets.IntSlider(
-        value=1,
+        value=calls,
         min=1,
         max=max_calls,
         description="backward() calls",
@@ -114,7 +145,11 @@ def show_accumulation(
     )
 
     def draw(calls: int):
-        data = accumulation_data(w, loss_fn, calls)
-        return plot_accumulation(data), readout(data)
+        try:
+            w = torch.tensor(EXAMPLE_W, requires_grad=True)
+            data = accumulation_data(w, example_loss, calls)
+            return plot_accumulation(data), readout(data)
+        except Exception as error:  # shown instead of leaving the last picture up
+            return error_view(error)
 
     return interactive_plot({"calls": slider}, draw, "Gradient accumulation")

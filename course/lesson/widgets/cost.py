@@ -3,18 +3,25 @@
 The memory is counted exactly, not sampled: every tensor that autograd saves for the backward pass
 goes through a ``torch.autograd.graph.saved_tensors_hooks`` pack hook, and we add up the bytes of
 the distinct storages that are not the model's own parameters (those exist anyway). Under
-``torch.no_grad()`` no graph is built, nothing is saved, and the count is 0. Times are wall-clock
-medians and vary from machine to machine and run to run; they are shown, never checked.
+``torch.no_grad()`` no graph is built, nothing is saved, and the count is 0.
+
+Times are wall-clock and depend on the machine and on whatever else runs on it. To keep a busy
+moment from deciding the result, the two modes take turns round after round, each round starting
+with the other mode, and each mode is summed up by its fastest run (the one least disturbed);
+:func:`timing_verdict` calls a difference real only when it is larger than the run-to-run noise
+and the same mode won most rounds. Times are shown, never checked.
 """
 
 from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
+from .accumulation import error_view
 from .base import PALETTE, interactive_plot, new_figure
 
 MODES = ("tracking on", "torch.no_grad()")
@@ -24,14 +31,23 @@ MIB = 2**20
 
 @dataclass(frozen=True)
 class CostData:
-    """Saved bytes and median forward time of one MLP, for each entry of ``MODES``."""
+    """Saved bytes and forward times of one MLP, for each entry of ``MODES``."""
 
     width: int
     depth: int
     batch: int
     repeats: int
     saved_bytes: list[int]  # bytes kept for backward, in the order of MODES
-    median_ms: list[float]  # median wall time of one forward pass in milliseconds, same order
+    times_ms: list[list[float]]  # by mode: the wall time of each run in ms, round by round
+
+    @property
+    def fastest_ms(self) -> list[float]:
+        """Each mode's fastest run in ms: the one that the rest of the machine disturbed least."""
+        return [min(t) for t in self.times_ms]
+
+    @property
+    def median_ms(self) -> list[float]:
+        return [statistics.median(t) for t in self.times_ms]
 
 
 def make_mlp(width: int, depth: int, seed: int = 0) -> torch.nn.Sequential:
@@ -68,17 +84,21 @@ def saved_bytes(model: torch.nn.Module, x: torch.Tensor) -> int:
     return sum(kept.values())
 
 
-def median_forward_ms(model: torch.nn.Module, x: torch.Tensor, repeats: int) -> list[float]:
-    """Median wall time in ms of ``model(x)``, for each entry of ``MODES`` (tracking on, off).
+def forward_times_ms(model: torch.nn.Module, x: torch.Tensor, repeats: int) -> list[list[float]]:
+    """Wall times in ms of ``model(x)``: ``repeats`` runs for each entry of ``MODES``.
 
-    The two modes take turns, run after run, so a machine that is busy for a moment slows both.
+    The runs come in rounds of one run per mode, after a warm-up round (the first calls pay
+    one-off costs); each round starts with the mode that went second in the round before, so
+    neither mode always gets the warmer cache, and a moment when the machine is busy slows both.
     """
     _check_positive(repeats=repeats)
     cuda = x.device.type == "cuda"
     times: list[list[float]] = [[] for _ in MODES]
-    for run in range(repeats + 1):  # run 0 is a warm-up: the first call pays one-off costs
-        for mode, grad in enumerate((True, False)):
-            with torch.set_grad_enabled(grad):
+    grad_modes = (True, False)  # in the order of MODES
+    for run in range(repeats + 1):
+        order = (0, 1) if run % 2 == 0 else (1, 0)
+        for mode in order:
+            with torch.set_grad_enabled(grad_modes[mode]):
                 if cuda:
                     torch.cuda.synchronize(x.device)
                 start = time.perf_counter()
@@ -89,18 +109,55 @@ def median_forward_ms(model: torch.nn.Module, x: torch.Tensor, repeats: int) -> 
                 del out
             if run:
                 times[mode].append(elapsed)
-    return [statistics.median(t) for t in times]
+    return times
+
+
+def timing_verdict(times_ms: list[list[float]], names: Sequence[str] = MODES) -> tuple[str, str]:
+    """(a few words, a sentence) on which of two things was faster, or that the gap is noise.
+
+    ``times_ms`` holds the runs of each, taken in turns (run i of one next to run i of the
+    other), and ``names`` names them. A difference counts only when the fastest runs differ by
+    more than the noise (the larger of the two gaps between a fastest and a median run, and at
+    least 2 % of the slower time) and the faster one won at least three rounds in four.
+    """
+    if (
+        len(times_ms) != 2
+        or len(names) != 2
+        or not times_ms[0]
+        or len(set(map(len, times_ms))) != 1
+    ):
+        raise ValueError("timing_verdict compares two equally long, non-empty lists of times")
+    fastest = [min(t) for t in times_ms]
+    noise = max(statistics.median(t) - min(t) for t in times_ms)
+    noise = max(noise, 0.02 * max(fastest))
+    rounds = len(times_ms[0])
+    wins = [sum(a < b for a, b in zip(times_ms[m], times_ms[1 - m])) for m in (0, 1)]
+    winner = 0 if fastest[0] < fastest[1] else 1
+    gap = abs(fastest[0] - fastest[1])
+    where = f"{names[winner]} won {wins[winner]} of {rounds} rounds"
+    if gap > noise and 4 * wins[winner] >= 3 * rounds:
+        slower = max(fastest)
+        return (
+            f"{names[winner]} faster",
+            f"{names[winner]} was faster: {min(fastest):.3g} ms against {slower:.3g} ms "
+            f"(fastest of {rounds} runs each; {where}).",
+        )
+    return (
+        "difference is noise",
+        f"too close to call: the fastest runs differ by {gap:.2g} ms, within the run-to-run "
+        f"noise of {noise:.2g} ms ({where}).",
+    )
 
 
 def cost_data(
-    width: int, depth: int, batch: int, repeats: int = 5, device: str = "cpu"
+    width: int, depth: int, batch: int, repeats: int = 7, device: str = "cpu"
 ) -> CostData:
     """Measure a forward pass of ``make_mlp(width, depth)`` on a ``batch`` of inputs, both ways.
 
     The model and inputs come from fixed seeds, so ``saved_bytes`` is the same on every run:
     ``(depth + 1) * batch * width * 4`` with tracking on (the input and each ReLU output, float32)
-    and 0 under ``torch.no_grad()``. The times are medians over ``repeats`` runs of each mode,
-    after a warm-up.
+    and 0 under ``torch.no_grad()``. The times are ``repeats`` runs of each mode, taken in turns
+    after a warm-up (:func:`forward_times_ms`).
     """
     _check_positive(width=width, depth=depth, batch=batch, repeats=repeats)
     model = make_mlp(width, depth).to(device)
@@ -109,7 +166,7 @@ def cost_data(
     for grad in (True, False):
         with torch.set_grad_enabled(grad):
             memory.append(saved_bytes(model, x))
-    return CostData(width, depth, batch, repeats, memory, median_forward_ms(model, x, repeats))
+    return CostData(width, depth, batch, repeats, memory, forward_times_ms(model, x, repeats))
 
 
 def plot_cost(data: CostData, axes=None):
@@ -128,9 +185,9 @@ def plot_cost(data: CostData, axes=None):
         ),
         (
             axes[1],
-            data.median_ms,
-            f"Forward time (median of {data.repeats})",
-            "time per forward pass (ms)",
+            data.fastest_ms,
+            f"Forward time (fastest of {data.repeats}):\n{timing_verdict(data.times_ms)[0]}",
+            "fastest forward pass (ms)",
             "{:.3g} ms",
         ),
     ]
@@ -149,18 +206,27 @@ def plot_cost(data: CostData, axes=None):
 def readout(data: CostData) -> str:
     """The numbers in the plot as text."""
     lines = [f"width {data.width}, depth {data.depth}, batch {data.batch}:"]
-    for mode, memory, ms in zip(MODES, data.saved_bytes, data.median_ms):
+    for mode, memory, ms in zip(MODES, data.saved_bytes, data.fastest_ms):
         lines.append(
-            f"  {mode:<16} kept for backward {memory / MIB:8.3f} MiB   median forward {ms:8.3f} ms"
+            f"  {mode:<16} kept for backward {memory / MIB:8.3f} MiB   fastest forward {ms:8.3f} ms"
         )
+    lines.append(f"  {timing_verdict(data.times_ms)[1]}")
     return "\n".join(lines)
 
 
 def show_cost(
-    depth: int = 4, batch: int = 256, repeats: int = 5, device: str = "cpu", max_width: int = 1024
+    depth: int = 4, batch: int = 256, repeats: int = 7, device: str = "cpu", max_width: int = 1024
 ):
-    """Sliders for the model's width and the batch size, and the two bar charts."""
+    """Sliders for the model's width and the batch size, and the two bar charts.
+
+    The widget builds its own model and inputs from fixed seeds on every redraw.
+    """
     import ipywidgets as widgets
+
+    _check_positive(depth=depth, batch=batch, repeats=repeats, max_width=max_width)
+    if max_width < 32:
+        raise ValueError(f"max_width must be at least 32, got {max_width!r}")
+    device = str(torch.device(device))  # an unknown device is an error now, not at a redraw
 
     style = {"description_width": "initial"}
     width_slider = widgets.IntSlider(
@@ -183,8 +249,11 @@ def show_cost(
     )
 
     def draw(width: int, batch: int):
-        data = cost_data(width, depth, batch, repeats, device)
-        return plot_cost(data), readout(data)
+        try:
+            data = cost_data(width, depth, batch, repeats, device)
+            return plot_cost(data), readout(data)
+        except Exception as error:  # shown instead of leaving the last picture up
+            return error_view(error)
 
     return interactive_plot(
         {"width": width_slider, "batch": batch_slider}, draw, "What gradient tracking costs"

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .accumulation import error_view
 from .base import PALETTE, interactive_plot, new_figure
 
 # The training-loop variants, by key: a label for plots and readouts, a colour and a line style
@@ -24,6 +25,12 @@ VARIANTS: dict[str, tuple[str, str, str]] = {
 }
 
 TRUE_SLOPE, TRUE_BIAS, NOISE = 2.0, -1.0, 0.1
+
+# The widget's learning-rate slider, as powers of ten: 0.01 to 10**-0.1 = 0.79. Plain SGD on this
+# data is stable below 2 / (largest eigenvalue of the loss's Hessian) = 0.985 (the Hessian of the
+# mean squared error here is close to 2 times the identity); above that even the correct loop
+# diverges, and a comparison of where zero_grad() goes would say nothing about zero_grad().
+LR_EXPONENTS = (-2.0, -0.1)
 
 
 @dataclass(frozen=True)
@@ -160,10 +167,26 @@ def plot_training(data: TrainingData, axes=None):
     return fig
 
 
+def diverging(losses: list[float]) -> bool:
+    """True when a run blew up: its loss overflowed, or it is more than twice the starting loss
+    and still rising over the last three steps.
+
+    A loop without zero_grad() swings, but at a learning rate where the correct loop converges
+    its loss never reaches twice the start, so a swing is never called diverging.
+    """
+    if not all(math.isfinite(v) for v in losses):
+        return True
+    tail = losses[-4:]
+    rising = len(tail) == 4 and all(b > a for a, b in zip(tail, tail[1:]))
+    return rising and losses[-1] > 2 * losses[0]
+
+
 def _describe(losses: list[float]) -> str:
     if not math.isfinite(losses[-1]):
         first = next(i for i, v in enumerate(losses) if not math.isfinite(v))
         return f"diverged (loss overflowed at step {first})"
+    if diverging(losses):
+        return f"diverging: final loss {losses[-1]:.4g}, still rising (the step is too large)"
     note = " (never moved)" if all(v == losses[0] for v in losses) else ""
     return f"final loss {losses[-1]:.4g}{note}"
 
@@ -175,6 +198,10 @@ def readout(data: TrainingData) -> str:
     lines = [f"lr = {data.lr:.3g}, {data.steps[-1]} steps, loss before training {start:.4g}"]
     for variant, losses in data.losses.items():
         lines.append(f"  {VARIANTS[variant][0]:<{width}}  {_describe(losses)}")
+    if "correct" in data.losses and diverging(data.losses["correct"]):
+        lines.append(
+            "  even the correct loop diverges at this learning rate: lower it before comparing"
+        )
     return "\n".join(lines)
 
 
@@ -184,15 +211,36 @@ def show_training(
     max_steps: int = 100,
     variants: Sequence[str] = tuple(VARIANTS),
 ):
-    """A learning-rate slider, a steps slider, the two panels and the final losses as text."""
+    """A learning-rate slider, a steps slider, the two panels and the final losses as text.
+
+    The learning rate runs from 0.01 to 0.79 (``LR_EXPONENTS``), where the correct loop always
+    converges, so every difference between the curves comes from where zero_grad() is called.
+    """
     import ipywidgets as widgets
+
+    low, high = (10**e for e in LR_EXPONENTS)
+    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not low <= lr <= high:
+        raise ValueError(
+            f"lr must be a number from {low:.2g} to {high:.2g} (above that even the correct loop "
+            f"diverges on this data), got {lr!r}"
+        )
+    if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
+        raise ValueError(f"max_steps must be a whole number of at least 1, got {max_steps!r}")
+    if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= max_steps:
+        raise ValueError(f"steps must be a whole number from 1 to {max_steps}, got {steps!r}")
+    chosen = tuple(variants)  # the widget's own copy
+    unknown = [v for v in chosen if v not in VARIANTS]
+    if unknown or not chosen:
+        raise ValueError(
+            f"unknown variant(s) {unknown or list(chosen)}: choose from {', '.join(VARIANTS)}"
+        )
 
     style = {"description_width": "initial"}
     rate = widgets.FloatLogSlider(
         value=lr,
         base=10,
-        min=-3,
-        max=0,
+        min=LR_EXPONENTS[0],
+        max=LR_EXPONENTS[1],
         step=0.1,
         description="learning rate",
         style=style,
@@ -203,7 +251,10 @@ def show_training(
     )
 
     def draw(lr: float, steps: int):
-        data = training_data(lr, steps, variants=variants)
-        return plot_training(data), readout(data)
+        try:
+            data = training_data(lr, steps, variants=chosen)
+            return plot_training(data), readout(data)
+        except Exception as error:  # shown instead of leaving the last picture up
+            return error_view(error)
 
     return interactive_plot({"lr": rate, "steps": count}, draw, "Forgetting zero_grad()")
