@@ -263,6 +263,22 @@ def _box_text(label: str) -> str:
     return f"{op}\n({rest}" if sep else label
 
 
+NO_GRAPH = (
+    "Nothing to draw: {description} has no grad_fn.\n\n"
+    "None of the tensors it was computed from requires grad (or it is a leaf),\n"
+    "so autograd recorded no graph and backward() would have nothing to walk."
+)
+
+
+def _message(ax, text: str, colour: str = "#333333"):
+    """Replace whatever the axes would show by a centred message (no axis captions or legend)."""
+    ax.set_axis_off()
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.text(0.5, 0.5, text, ha="center", va="center", fontsize=11, color=colour, wrap=True)
+    return ax.figure
+
+
 def plot_graph(data: GraphData, ax=None, title: str | None = None):
     """Boxes and arrows: leaves (``AccumulateGrad``) in one colour, operations in another."""
     rows = max((n.row for n in data.nodes), default=0) + 1
@@ -275,12 +291,14 @@ def plot_graph(data: GraphData, ax=None, title: str | None = None):
     else:
         fig = ax.figure
     ax.set_title(title or f"Computational graph of {data.description}")
-    ax.set_xlabel("arrows follow the forward pass; backward() walks them in reverse")
-    ax.set_ylabel("inputs (top) to output (bottom)")
     ax.set_xticks([])
     ax.set_yticks([])
     for spine in ax.spines.values():
         spine.set_visible(False)
+    if data.empty:
+        return _message(ax, NO_GRAPH.format(description=data.description))
+    ax.set_xlabel("arrows follow the forward pass; backward() walks them in reverse")
+    ax.set_ylabel("inputs (top) to output (bottom)")
     ax.set_xlim(0, per_row)
     ax.set_ylim(-0.6, rows - 0.4)
     handles = [
@@ -290,27 +308,6 @@ def plot_graph(data: GraphData, ax=None, title: str | None = None):
             facecolor="white", edgecolor=ROOT_EDGE, linewidth=2.5, label="the tensor's own grad_fn"
         ),
     ]
-    if data.empty:
-        ax.text(
-            per_row / 2,
-            (rows - 1) / 2,
-            "no graph: this tensor has no grad_fn\n"
-            "(a leaf, or computed without any input that requires grad)",
-            ha="center",
-            va="center",
-            fontsize=10,
-            color="#555555",
-        )
-        ax.legend(
-            handles=handles,
-            loc="upper center",
-            bbox_to_anchor=(0.5, -0.15),
-            ncol=3,
-            fontsize="small",
-            frameon=False,
-        )
-        return fig
-
     half_w, half_h = BOX_HALF_WIDTH, BOX_HALF_HEIGHT
     for n in data.nodes:
         x, y = pos[n.index]
@@ -396,18 +393,98 @@ def readout(data: GraphData) -> str:
     return "\n".join(lines)
 
 
+# What an example function returns: the tensor to draw, or the tensor and names for its leaves.
+Example = torch.Tensor | tuple[torch.Tensor, Mapping[str, torch.Tensor]]
+
+
+def _fresh_examples() -> dict[str, Callable[[], Example]]:
+    """The widget's own expressions: each call builds new tensors, so nothing a notebook rebinds
+    later (``w = ...``) can change what the widget draws."""
+
+    def leaves() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        w = torch.tensor([0.5, -1.0, 2.0], requires_grad=True)
+        b = torch.tensor(0.1, requires_grad=True)
+        return w, b, torch.tensor([1.0, 2.0, 3.0])
+
+    def affine() -> Example:
+        w, b, x = leaves()
+        return (w * x).sum() + b, {"w": w, "b": b}
+
+    def squared() -> Example:
+        w, _, _ = leaves()
+        return (w * w).sum(), {"w": w}
+
+    def tanh_squared() -> Example:
+        w, b, x = leaves()
+        return torch.tanh(w @ x + b) ** 2, {"w": w, "b": b}
+
+    def linear_layer() -> Example:
+        with torch.random.fork_rng(devices=[]):  # the student's random numbers stay untouched
+            torch.manual_seed(0)
+            layer = torch.nn.Linear(3, 2)
+        return layer(leaves()[2]).sum(), dict(layer.named_parameters())
+
+    def scaled_leaf() -> Example:
+        return torch.ones(3, requires_grad=True) * 0.01, {}
+
+    def nothing_tracked() -> Example:
+        return leaves()[2] * 2, {}
+
+    return {
+        "(w * x).sum() + b": affine,
+        "(w * w).sum()   (w used twice)": squared,
+        "torch.tanh(w @ x + b) ** 2": tanh_squared,
+        "layer(x).sum()   (a linear layer)": linear_layer,
+        "torch.ones(3, requires_grad=True) * 0.01   (not a leaf)": scaled_leaf,
+        "x * 2   (nothing requires grad)": nothing_tracked,
+    }
+
+
+#: The expressions ``show_graph()`` offers when it is given none.
+EXAMPLES = _fresh_examples()
+
+
+def draw_example(
+    label: str,
+    make: Callable[[], Example],
+    names: Mapping[str, torch.Tensor] | None = None,
+):
+    """Run ``make()`` (a fresh forward pass) and draw its graph: ``(figure, readout text)``.
+
+    ``make`` returns a tensor or ``(tensor, names)``. Whatever goes wrong (the expression raises,
+    it returns something that is not a tensor) is drawn as a message naming the error, so the
+    widget never keeps showing the previous picture.
+    """
+    try:
+        made = make()
+        if isinstance(made, tuple):
+            tensor, own = made
+            names = {**(names or {}), **own}
+        else:
+            tensor = made
+        data = graph_data(tensor, names)
+    except Exception as error:  # shown to the student instead of a stale picture
+        message = f"Could not draw {label}:\n{type(error).__name__}: {error}"
+        fig, ax = new_figure(width=6.5, height=2.6)
+        ax.set_title(f"Graph of {label}")
+        return _message(ax, message, PALETTE["vermillion"]), message
+    return plot_graph(data, title=f"Graph of {label}"), readout(data)
+
+
 def show_graph(
-    examples: Mapping[str, Callable[[], torch.Tensor]],
+    examples: Mapping[str, Callable[[], Example]] | None = None,
     names: Mapping[str, torch.Tensor] | None = None,
 ):
     """A dropdown of example expressions; picking one rebuilds it and redraws its graph.
 
-    ``examples`` maps a label to a zero-argument function returning a tensor, so every pick runs
-    a fresh forward pass (and builds a fresh graph); ``names`` labels the leaves, as in
-    :func:`graph_data`.
+    ``examples`` maps a label to a zero-argument function returning a tensor, or a tensor and the
+    names of its leaves (``(y, {"w": w})``), so every pick runs a fresh forward pass on tensors
+    the function made itself; ``names`` labels leaves for every example, as in
+    :func:`graph_data`. Without ``examples`` the widget shows its own (:data:`EXAMPLES`).
     """
     import ipywidgets as widgets
 
+    examples = EXAMPLES if examples is None else examples
     if not examples:
         raise ValueError("show_graph needs at least one example expression")
     for label, make in examples.items():
@@ -418,7 +495,6 @@ def show_graph(
     )
 
     def draw(expression: str):
-        data = graph_data(examples[expression](), names)
-        return plot_graph(data, title=f"Graph of {expression}"), readout(data)
+        return draw_example(expression, examples[expression], names)
 
     return interactive_plot({"expression": dropdown}, draw, "Computational graph")

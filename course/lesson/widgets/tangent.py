@@ -109,31 +109,99 @@ def readout(data: TangentData) -> str:
     )
 
 
+def _cubic(t: torch.Tensor) -> torch.Tensor:
+    return t**3 - 2 * t
+
+
+#: The functions ``show_tangent()`` offers when it is given none, each with the range that shows
+#: its shape: x³ − 2x on [-1.8, 1.8], where its bump and dip (at ±0.82, height ±1.09) fill half
+#: the height of the plot instead of a tenth, as on [-3, 3].
+FUNCTIONS: dict[str, tuple[Function, float, float]] = {
+    "sin(x)": (torch.sin, -3.2, 3.2),
+    "x³ − 2x": (_cubic, -1.8, 1.8),
+    "exp(−x²)": (lambda t: torch.exp(-(t**2)), -2.5, 2.5),
+    "x · sin(x)": (lambda t: t * torch.sin(t), -4.0, 4.0),
+}
+
+
+def _message_figure(title: str, text: str):
+    fig, ax = new_figure(width=6.0)
+    ax.set_title(title)
+    ax.set_axis_off()
+    ax.text(0.5, 0.5, text, ha="center", va="center", fontsize=11, color=PALETTE["vermillion"])
+    return fig
+
+
+def draw_tangent(name: str, f: Function, x: float, lo: float, hi: float):
+    """``(figure, readout text)`` for ``f`` on ``[lo, hi]`` at ``x`` (moved into the range).
+
+    An error in ``f`` is drawn as a message naming it, so a widget never keeps showing the
+    previous picture.
+    """
+    x = min(max(float(x), lo), hi)
+    try:
+        data = tangent_data(f, x, lo, hi)
+    except Exception as error:  # shown to the student instead of a stale picture
+        message = f"Could not draw {name} at x = {x:.3g}:\n{type(error).__name__}: {error}"
+        return _message_figure(f"Tangent to {name}", message), message
+    return plot_tangent(data, name=name), readout(data)
+
+
 def show_tangent(
-    functions: Mapping[str, Function],
+    functions: Mapping[str, Function | tuple[Function, float, float]] | None = None,
     lo: float = -3.0,
     hi: float = 3.0,
     x0: float | None = None,
 ):
-    """A dropdown of named functions and a slider for the point; the tangent follows the slider."""
+    """A dropdown of named functions and a slider for the point; the tangent follows the slider.
+
+    ``functions`` maps a name to ``f`` (plotted on ``[lo, hi]``) or to ``(f, lo, hi)``, its own
+    range; the slider's range follows the function picked. Without ``functions`` the widget
+    offers its own (:data:`FUNCTIONS`).
+    """
     import ipywidgets as widgets
 
+    functions = FUNCTIONS if functions is None else functions
     if not functions:
         raise ValueError("functions must name at least one function")
-    start = (lo + hi) / 2 if x0 is None else x0
-    choice = widgets.Dropdown(options=list(functions), description="function")
+    curves: dict[str, tuple[Function, float, float]] = {}
+    for name, entry in functions.items():
+        f, f_lo, f_hi = entry if isinstance(entry, tuple) else (entry, lo, hi)
+        if not callable(f):
+            raise TypeError(f"functions[{name!r}] should be a function of one tensor")
+        if not f_lo < f_hi:
+            raise ValueError(f"the range of {name!r} must have lo below hi, got [{f_lo}, {f_hi}]")
+        curves[name] = (f, float(f_lo), float(f_hi))
+
+    first = next(iter(curves))
+    _, start_lo, start_hi = curves[first]
+    start = (start_lo + start_hi) / 2 if x0 is None else min(max(x0, start_lo), start_hi)
+    choice = widgets.Dropdown(options=list(curves), description="function")
     point = widgets.FloatSlider(
         value=start,
-        min=lo,
-        max=hi,
-        step=(hi - lo) / 100,
+        min=start_lo,
+        max=start_hi,
+        step=(start_hi - start_lo) / 100,
         description="x",
         continuous_update=False,
         readout_format=".2f",
     )
 
+    def follow(change) -> None:
+        """Give the slider the range of the function just picked (before it is redrawn)."""
+        _, new_lo, new_hi = curves[change["new"]]
+        with point.hold_trait_notifications():
+            if new_lo > point.max:  # keep min <= max at every step
+                point.max, point.min = new_hi, new_lo
+            else:
+                point.min, point.max = new_lo, new_hi
+            point.step = (new_hi - new_lo) / 100
+            point.value = min(max(point.value, new_lo), new_hi)
+
+    choice.observe(follow, names="value")
+
     def draw(name: str, x: float):
-        data = tangent_data(functions[name], x, lo, hi)
-        return plot_tangent(data, name=name), readout(data)
+        f, f_lo, f_hi = curves[name]
+        return draw_tangent(name, f, x, f_lo, f_hi)
 
     return interactive_plot({"name": choice, "x": point}, draw, "Tangent line from autograd")

@@ -1,0 +1,103 @@
+"""Benchmark: how long each source notebook takes to run top to bottom, as a student runs it.
+
+Executes every ``source/<id>/<id>.ipynb`` (solutions and hidden tests included) with nbclient in a
+fresh kernel, with ``NBGRADER_EXECUTION`` unset so the widgets draw as they do in Jupyter, and
+prints the median over ``--repeat`` runs of: the time the cells took (from the first cell's start
+to the last cell's end: what "Run All" costs a student once the kernel is up), the slowest cell,
+and the wall time including starting and stopping the kernel. A benchmark, not a test.
+
+    .venv/bin/python benchmarks/notebook_times.py --repeat 3
+    .venv/bin/python benchmarks/notebook_times.py 01_requires_grad --cells   # per-cell medians
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _environment() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "NBGRADER_EXECUTION"}
+    # The kernel imports `course` from the repository, as `make lab` does.
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+class TimedClient(NotebookClient):
+    """A NotebookClient that records how long each code cell took."""
+
+    def __init__(self, nb, **kwargs):
+        super().__init__(nb, **kwargs)
+        self.cell_times: dict[int, float] = {}
+
+    async def async_execute_cell(self, cell, cell_index, *args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return await super().async_execute_cell(cell, cell_index, *args, **kwargs)
+        finally:
+            if cell.cell_type == "code":
+                self.cell_times[cell_index] = time.perf_counter() - start
+
+
+def run_once(path: Path) -> tuple[float, float, dict[int, float]]:
+    """(wall seconds with kernel start and stop, seconds of the cells, seconds of each cell)."""
+    nb = nbformat.read(path, as_version=4)
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(_environment())
+    try:
+        with tempfile.TemporaryDirectory() as scratch:
+            client = TimedClient(
+                nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": scratch}}
+            )
+            start = time.perf_counter()
+            client.execute()
+            wall = time.perf_counter() - start
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    return wall, sum(client.cell_times.values()), client.cell_times
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("assignments", nargs="*", help="assignment ids (default: every one)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per notebook (default 3)")
+    parser.add_argument("--cells", action="store_true", help="also print each cell's median")
+    args = parser.parse_args(argv)
+    chosen = args.assignments or sorted(p.name for p in (REPO / "source").iterdir() if p.is_dir())
+    print(f"median of {args.repeat} run(s); NBGRADER_EXECUTION unset (widgets draw)")
+    print(f"{'notebook':20} {'cells s':>8} {'slowest cell':>16} {'with kernel s':>14}")
+    for assignment in chosen:
+        path = REPO / "source" / assignment / f"{assignment}.ipynb"
+        runs = [run_once(path) for _ in range(args.repeat)]
+        walls = [r[0] for r in runs]
+        cells = [r[1] for r in runs]
+        per_cell = {i: statistics.median(r[2][i] for r in runs) for i in runs[0][2]}
+        slowest = max(per_cell, key=per_cell.get)
+        print(
+            f"{assignment:20} {statistics.median(cells):8.2f} "
+            f"{f'#{slowest} {per_cell[slowest]:.2f}s':>16} {statistics.median(walls):14.2f}"
+        )
+        if args.cells:
+            nb = nbformat.read(path, as_version=4)
+            for i, seconds in per_cell.items():
+                grade_id = nb.cells[i].metadata.get("nbgrader", {}).get("grade_id", "")
+                print(f"    cell {i:3} {seconds:6.3f}s  {grade_id}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
