@@ -190,8 +190,12 @@ def test_plot_of_an_empty_graph_says_why():
     fig = plot_graph(graph_data(torch.zeros(3)))
     ax = fig.axes[0]
     assert any("no grad_fn" in t.get_text() for t in ax.texts)
+    assert any("requires grad" in t.get_text() for t in ax.texts)
     assert not [p for p in ax.patches if isinstance(p, FancyBboxPatch)]
     assert ax.get_title()
+    # a message, not empty axes with captions: no axis labels, no legend, axes hidden
+    assert not ax.get_xlabel() and not ax.get_ylabel() and ax.get_legend() is None
+    assert not ax.axison
 
 
 def test_plot_can_draw_on_given_axes(affine):
@@ -244,3 +248,65 @@ def test_show_graph_rejects_bad_examples():
         graph.show_graph({})
     with pytest.raises(TypeError, match="function of no arguments"):
         graph.show_graph({"y": torch.ones(1)})
+
+
+def _widget_parts(box):
+    return box.children[1].children[0], box.children[2]
+
+
+def test_show_graph_without_arguments_draws_its_own_examples(monkeypatch):
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    dropdown, shown = _widget_parts(graph.show_graph())
+    assert list(dropdown.options) == list(graph.EXAMPLES)
+    seen = set()
+    for label in graph.EXAMPLES:
+        dropdown.value = label
+        seen.add(shown.value)
+        assert "Could not draw" not in shown.value, shown.value
+    assert len(seen) == len(graph.EXAMPLES)  # every pick redrew
+    dropdown.value = next(label for label in graph.EXAMPLES if "nothing requires grad" in label)
+    assert "no grad_fn" in shown.value
+    dropdown.value = next(label for label in graph.EXAMPLES if "not a leaf" in label)
+    assert "MulBackward0" in shown.value
+
+
+def test_own_examples_build_fresh_tensors_and_leave_the_random_state_alone():
+    for make in graph.EXAMPLES.values():
+        first, second = make(), make()
+        first = first[0] if isinstance(first, tuple) else first
+        second = second[0] if isinstance(second, tuple) else second
+        assert first is not second
+        assert first.grad_fn is None or first.grad_fn is not second.grad_fn
+    torch.manual_seed(3)
+    expected = torch.rand(2)
+    torch.manual_seed(3)
+    for make in graph.EXAMPLES.values():
+        make()
+    assert torch.equal(torch.rand(2), expected)
+
+
+def test_an_example_that_fails_is_drawn_as_an_error_not_the_last_picture(monkeypatch):
+    """An example that reads a name the notebook rebound (here: to a tensor of another size)
+    shows the error; the widget never keeps the previous plot."""
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    state = {"w": torch.ones(3, requires_grad=True)}
+    x = torch.ones(3)
+    box = graph.show_graph({"ok": lambda: (state["w"] * x).sum(), "other": lambda: state["w"] * 2})
+    dropdown, shown = _widget_parts(box)
+    state["w"] = torch.ones(2, requires_grad=True)  # what Run All did to the notebook's w
+    dropdown.value = "other"
+    dropdown.value = "ok"
+    assert "Could not draw ok" in shown.value and "RuntimeError" in shown.value
+    fig, text = graph.draw_example("ok", lambda: (state["w"] * x).sum())
+    assert text == shown.value.removeprefix("<pre style='margin:0'>").removesuffix("</pre>")
+    ax = fig.axes[0]
+    assert not [p for p in ax.patches if isinstance(p, FancyBboxPatch)]
+    assert any("RuntimeError" in t.get_text() for t in ax.texts)
+    fig, text = graph.draw_example("not a tensor", lambda: 3.0)
+    assert "TypeError" in text
+
+
+def test_an_example_may_name_its_own_leaves():
+    w = torch.ones(2, requires_grad=True)
+    _, text = graph.draw_example("mine", lambda: ((w * 2).sum(), {"weights": w}))
+    assert "AccumulateGrad (weights, shape (2,))" in text

@@ -14,7 +14,14 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from course.lesson.widgets.base import PALETTE  # noqa: E402
-from course.lesson.widgets.tangent import plot_tangent, readout, show_tangent, tangent_data  # noqa: E402
+from course.lesson.widgets.tangent import (  # noqa: E402
+    FUNCTIONS,
+    draw_tangent,
+    plot_tangent,
+    readout,
+    show_tangent,
+    tangent_data,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -139,3 +146,71 @@ def test_widget_slope_follows_the_slider_and_the_dropdown(monkeypatch):
 def test_widget_needs_a_function():
     with pytest.raises(ValueError, match="at least one function"):
         show_tangent({})
+
+
+def test_the_cubic_bump_fills_the_plot():
+    """x³ − 2x has its bump and dip at ±sqrt(2/3), height ±1.09: on its own range they take up a
+    good part of the height (on [-3, 3] they were a tenth of it)."""
+    f, lo, hi = FUNCTIONS["x³ − 2x"]
+    bump = math.sqrt(2 / 3)
+    height = 2 * abs(bump**3 - 2 * bump)
+    low, high = plot_tangent(tangent_data(f, 0.0, lo, hi)).axes[0].get_ylim()
+    assert height / (high - low) > 0.3
+    assert lo < -bump and bump < hi
+
+
+@pytest.mark.parametrize("name", list(FUNCTIONS))
+def test_every_own_function_draws_over_its_range(name):
+    f, lo, hi = FUNCTIONS[name]
+    data = tangent_data(f, (lo + hi) / 2, lo, hi)
+    assert data.xs[0] == lo and data.xs[-1] == hi
+    assert max(data.ys) > min(data.ys)  # not flat
+
+
+def test_widget_without_arguments_offers_its_own_functions(monkeypatch):
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    box = show_tangent()
+    choice, slider = box.children[1].children
+    assert list(choice.options) == list(FUNCTIONS)
+    assert (slider.min, slider.max) == FUNCTIONS[choice.value][1:]
+
+
+def test_the_slider_follows_the_range_of_the_function_picked(monkeypatch):
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    box = show_tangent({"far": (torch.sin, 10.0, 20.0), "near": (torch.cos, -5.0, -1.0)}, x0=15.0)
+    choice, slider = box.children[1].children
+    shown = box.children[2]
+    assert slider.value == 15.0 and f"slope  = {math.cos(15.0):.6g} " in shown.value
+    choice.value = "near"  # disjoint range below: the slider moves into it
+    assert (slider.min, slider.max) == (-5.0, -1.0) and slider.value == -1.0
+    assert f"slope  = {-math.sin(-1.0):.6g} " in shown.value
+    choice.value = "far"  # and back above
+    assert (slider.min, slider.max) == (10.0, 20.0) and slider.value == 10.0
+    assert f"slope  = {math.cos(10.0):.6g} " in shown.value
+
+
+def test_a_function_that_fails_is_drawn_as_an_error_not_the_last_picture(monkeypatch):
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    box = show_tangent({"sin(x)": torch.sin, "broken": lambda t: t.sum(0, 1)}, lo=-1.0, hi=1.0)
+    choice = box.children[1].children[0]
+    shown = box.children[2]
+    choice.value = "broken"
+    assert "Could not draw broken" in shown.value and "TypeError" in shown.value
+    fig, text = draw_tangent("broken", lambda t: t.sum(0, 1), 0.5, -1.0, 1.0)
+    assert text.startswith("Could not draw broken at x = 0.5")
+    assert any("TypeError" in t.get_text() for t in fig.axes[0].texts)
+    assert not fig.axes[0].get_lines()  # no curve from before
+    choice.value = "sin(x)"
+    assert "slope" in shown.value
+
+
+def test_a_point_outside_the_range_is_moved_into_it():
+    _, text = draw_tangent("sin(x)", torch.sin, 5.0, -1.0, 1.0)
+    assert "x      = 1\n" in text
+
+
+def test_bad_functions_are_rejected():
+    with pytest.raises(TypeError, match="function of one tensor"):
+        show_tangent({"y": 3.0})
+    with pytest.raises(ValueError, match="lo below hi"):
+        show_tangent({"y": (torch.sin, 1.0, 1.0)})
