@@ -128,7 +128,16 @@ def _message_figure(title: str, text: str):
     fig, ax = new_figure(width=6.0)
     ax.set_title(title)
     ax.set_axis_off()
-    ax.text(0.5, 0.5, text, ha="center", va="center", fontsize=11, color=PALETTE["vermillion"])
+    ax.text(
+        0.5,
+        0.5,
+        text,
+        ha="center",
+        va="center",
+        fontsize=11,
+        color=PALETTE["vermillion"],
+        wrap=True,
+    )
     return fig
 
 
