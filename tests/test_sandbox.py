@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -109,3 +110,51 @@ def test_kill_uid_ends_every_process_of_a_kernel_uid(tmp_path):
     ]
     sandbox.kill_uid(uid)
     assert all(p.wait(timeout=10) == -9 for p in sleepers)
+
+
+HOPPER = """
+import os, time
+while True:  # fork, and let the parent go: a new pid every few microseconds
+    if os.fork():
+        os._exit(0)
+"""
+
+
+def _processes_of(uid: int) -> list[int]:
+    """The live processes of ``uid`` (zombies are dead already)."""
+    found = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            lines = status.read_text().splitlines()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in lines if ":" in line)
+        zombie = fields.get("State", "").split()[:1] == ["Z"]  # dead, waiting to be reaped
+        if "Uid" in fields and int(fields["Uid"].split()[0]) == uid and not zombie:
+            found.append(int(status.parent.name))
+    return found
+
+
+def test_kill_uid_ends_a_process_that_hops_from_pid_to_pid():
+    if sandbox.unavailable() is not None:
+        pytest.skip("needs root")
+    python = Path("/usr/bin/python3")  # one that any uid may run (the venv's sits under /root)
+    if not python.exists():
+        pytest.skip(f"{python} is missing")
+    uid = sandbox.FIRST_UID + 999_998
+    subprocess.Popen([python, "-c", HOPPER], user=uid, group=uid, start_new_session=True)
+
+    def seen(samples: int) -> bool:
+        """Whether a live process of ``uid`` shows up in any of ``samples`` looks at /proc."""
+        found = False
+        for _ in range(samples):
+            found = found or bool(_processes_of(uid))
+            time.sleep(0.05)
+        return found
+
+    assert seen(40), "the hopper runs"
+    sandbox.kill_uid(uid)
+    deadline = time.monotonic() + 10  # SIGKILLed processes take a moment to finish dying
+    while _processes_of(uid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not seen(20), f"a hopper outlived the kill: {_processes_of(uid)}"

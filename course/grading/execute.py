@@ -72,6 +72,11 @@ class GradingExecute(Execute):
     interrupt_grace = Float(
         5.0, help="seconds a cell past its CPU time has to stop after the interrupt"
     ).tag(config=True)
+    # nbclient waits 4 s (wall clock) for a cell's last output after its reply, then fails the
+    # notebook: on a loaded machine that failed honest ones. A backstop, not a limit.
+    iopub_timeout = Integer(120, help="seconds to wait for a cell's output after its reply").tag(
+        config=True
+    )
     max_output_kb = Integer(1024, help="output kept per cell").tag(config=True)
     memory_mb = Integer(Limits.memory_mb, help="kernel's private memory").tag(config=True)
     isolate = Bool(True, help="namespaces and own uid, where the machine allows").tag(config=True)
