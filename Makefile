@@ -28,9 +28,8 @@ lint: install  ## ruff: lint rules and formatting
 release: install  ## regenerate release/ from source/
 	$(PY) -m course release
 
-lab: install  ## JupyterLab on the first student notebook (formgrader in the Nbgrader menu)
-	mkdir -p exchange
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/jupyter lab release/01_requires_grad/01_requires_grad.ipynb
+lab: install  ## JupyterLab on the course root, open on the first student notebook (formgrader works)
+	$(PY) -m course lab
 
 clean:
 	rm -rf .demo test-artifacts .pytest_cache

@@ -44,6 +44,11 @@ c.Autograde.autograde_preprocessors = [
     "nbgrader.preprocessors.CheckCellMetadata",
 ]
 
+# Late work (due dates: `nbgrader db assignment add ID --duedate="2027-01-15 23:59:00 UTC"`)
+# loses 10% of its score per started day late; set percent_per_day = 0 to only mark it late.
+c.AssignLatePenalties.plugin_class = "course.grading.late.PerDayPenalty"
+c.PerDayPenalty.percent_per_day = 10.0
+
 # Keep our record of tests withheld for tampering (course.grading.execute) in the autograded
 # notebook.
 c.ClearMetadataPreprocessor.preserve_nb_metadata_mask = {("language_info", "name"), "course"}
@@ -58,4 +63,5 @@ c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.ClearHiddenTests",
     "course.grading.feedback.ShortTestErrors",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
+    "course.grading.feedback.WrapLongLines",
 ]

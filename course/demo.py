@@ -85,5 +85,5 @@ def run_demo(repo: Course, scratch: Path, log=print) -> list[batch.Outcome]:
             hand_in(course, student, assignment)
     outcomes = batch.grade(course, assignments, students=DEMO_CLASS, workers=os.cpu_count() or 1)
     log("")
-    report.publish(course, outcomes, course.root / "grades.csv", log)
+    report.publish(course, outcomes, course.root / "grades", log)
     return outcomes

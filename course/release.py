@@ -2,16 +2,29 @@
 
 from __future__ import annotations
 
+import re
 import shutil
+import tempfile
+from pathlib import Path
 
 from .grading.coursedir import Course, CourseError
+
+
+def _reason(result: dict) -> str:
+    """nbgrader's own words for why it failed: its log's error lines, else the error."""
+    log = result.get("log") or ""
+    lines = [m.strip() for m in re.findall(r"^\[.*?(?:ERROR|CRITICAL)\](.*)$", log, re.M)]
+    lines = [line for line in lines if line and "see above" not in line]
+    return "\n".join(dict.fromkeys(lines)) or str(result.get("error") or log).strip()
 
 
 def release(course: Course, assignments: list[str]) -> list[str]:
     """Regenerate ``release/<id>`` for each assignment (all of them when empty).
 
     nbgrader strips solutions, hidden tests, mark schemes and outputs and records the cells in the
-    gradebook; its output depends only on source/, so CI can regenerate it and compare.
+    gradebook; its output depends only on source/, so CI can regenerate it and compare. When
+    nbgrader refuses (e.g. cells added after students submitted), the release folder is left as
+    it was and nbgrader's reason is shown.
     """
     chosen = course.check_assignments(assignments)
     if not assignments:
@@ -21,10 +34,18 @@ def release(course: Course, assignments: list[str]) -> list[str]:
                 shutil.rmtree(stale)
     api = course.api()
     for assignment in chosen:
-        result = api.generate_assignment(assignment, force=True, create=True)
-        if not result["success"]:
-            raise CourseError(
-                f"nbgrader could not generate {assignment}:\n"
-                f"{result.get('error') or result.get('log')}"
-            )
+        target = course.root / "release" / assignment
+        with tempfile.TemporaryDirectory(prefix="release-") as keep:
+            kept = Path(keep) / assignment
+            if target.exists():  # nbgrader empties it first, even when it then fails
+                shutil.copytree(target, kept)
+            result = api.generate_assignment(assignment, force=True, create=True)
+            if not result["success"]:
+                if kept.exists():
+                    shutil.rmtree(target, ignore_errors=True)
+                    shutil.copytree(kept, target)
+                raise CourseError(
+                    f"nbgrader could not generate {assignment} (release/{assignment} is "
+                    f"unchanged):\n{_reason(result)}"
+                )
     return chosen

@@ -17,16 +17,9 @@ matplotlib.use("Agg")  # the report is written from the command line, never show
 import matplotlib.pyplot as plt  # noqa: E402
 import nbformat  # noqa: E402
 
-from .grading.batch import (  # noqa: E402
-    FAILED,
-    FLAGGED,
-    GRADED,
-    PARTIAL,
-    STATUSES,
-    Outcome,
-    format_table,
-    write_csv,
-)
+from . import gradesheet  # noqa: E402
+from .gradesheet import Row  # noqa: E402
+from .grading.batch import FAILED, FLAGGED, GRADED, PARTIAL, STATUSES, Outcome  # noqa: E402
 from .grading.coursedir import Course  # noqa: E402
 from .grading.feedback import short_error  # noqa: E402
 from .lesson.widgets.base import PALETTE  # noqa: E402
@@ -56,22 +49,26 @@ def failure_messages(notebook: Path) -> dict[str, str]:
     return found
 
 
-def summarize(course: Course, outcomes: list[Outcome]) -> dict[str, dict[str, TestSummary]]:
-    """Per assignment and test cell: the scores of graded students and their failure messages."""
+def summarize(course: Course, rows: list[Row], gb) -> dict[str, dict[str, TestSummary]]:
+    """Per assignment and test cell: the scores of graded students (from the gradebook) and
+    their failure messages (from their autograded notebooks)."""
     tests: dict[str, dict[str, TestSummary]] = defaultdict(dict)
-    for o in outcomes:
-        if o.status not in (GRADED, PARTIAL):
+    for r in rows:
+        if r.status not in (GRADED, PARTIAL):
             continue
-        folder = course.root / "autograded" / o.student / o.assignment
+        folder = course.root / "autograded" / r.student_id / r.assignment
         messages = {}
         for notebook in folder.glob("*.ipynb"):
             messages.update(failure_messages(notebook))
-        for grade_id, score in o.cell_scores.items():
-            summary = tests[o.assignment].setdefault(grade_id, TestSummary())
-            summary.max_score = o.cell_max.get(grade_id, 0.0)
-            summary.scores.append(score or 0.0)
-            if grade_id in messages:
-                summary.messages[messages[grade_id]] += 1
+        for notebook in gb.find_submission(r.assignment, r.student_id).notebooks:
+            for grade in notebook.grades:
+                if grade.cell.cell_type != "code" or grade.auto_score is None:
+                    continue
+                summary = tests[r.assignment].setdefault(grade.name, TestSummary())
+                summary.max_score = grade.max_score
+                summary.scores.append(grade.auto_score)
+                if grade.name in messages:
+                    summary.messages[messages[grade.name]] += 1
     return tests
 
 
@@ -94,31 +91,63 @@ def _histogram(assignment: str, tests: dict[str, TestSummary]) -> str:
     return base64.b64encode(buffer.getvalue()).decode()
 
 
-def write_report(course: Course, outcomes: list[Outcome], path: Path) -> Path:
+def _totals(rows: list[Row]) -> list[tuple[str, float, float, int]]:
+    """Per student: points, points available and assignments without a grade."""
+    totals: dict[str, list] = defaultdict(lambda: [0.0, 0.0, 0])
+    for r in rows:
+        entry = totals[r.student_id]
+        entry[0] += r.score or 0.0
+        entry[1] += r.max_score or 0.0
+        entry[2] += r.score is None
+    return [(student, *values) for student, values in sorted(totals.items())]
+
+
+def write_report(course: Course, rows: list[Row], gb, path: Path) -> Path:
     """Write the HTML report and return its path."""
     esc = html.escape
     parts = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>Grading report</title>",
         "<style>body{font-family:sans-serif;max-width:60em;margin:auto}"
-        "td,th{padding:2px 8px;text-align:left}</style></head><body>",
+        "td,th{padding:2px 8px;text-align:left;vertical-align:top}"
+        "td{overflow-wrap:anywhere}</style></head><body>",
         "<h1>Grading report</h1><h2>Statuses</h2><table><tr><th>assignment</th>",
     ]
     statuses = list(STATUSES)
     parts += [f"<th>{s}</th>" for s in statuses] + ["</tr>"]
-    counts = Counter((o.assignment, o.status) for o in outcomes)
-    for assignment in dict.fromkeys(o.assignment for o in outcomes):
+    counts = Counter((r.assignment, r.status) for r in rows)
+    for assignment in dict.fromkeys(r.assignment for r in rows):
         cells = "".join(f"<td>{counts[(assignment, s)]}</td>" for s in statuses)
         parts.append(f"<tr><td>{esc(assignment)}</td>{cells}</tr>")
     parts.append("</table>")
-    failed = [o for o in outcomes if o.status in (FAILED, PARTIAL, FLAGGED)]
+    failed = [r for r in rows if r.status in (FAILED, PARTIAL, FLAGGED)]
     if failed:
         parts.append("<h2>Submissions that need a look</h2><ul>")
         parts += [
-            f"<li>{esc(o.assignment)} / {esc(o.student)}: {esc(o.status)}, {esc(o.detail)}</li>"
-            for o in failed
+            f"<li>{esc(r.assignment)} / {esc(r.student_id)}: {esc(r.status)}, {esc(r.detail)}</li>"
+            for r in failed
         ]
         parts.append("</ul>")
-    for assignment, tests in summarize(course, outcomes).items():
+    waiting = [(r, cell) for r in rows for cell in r.to_grade]
+    if waiting:
+        parts.append(
+            f"<h2>Written answers to grade ({len(waiting)})</h2>"
+            "<p>In formgrader: Manage Submissions, then the assignment.</p><ul>"
+        )
+        parts += [
+            f"<li>{esc(r.assignment)} / {esc(r.student_id)}: {esc(cell)}</li>"
+            for r, cell in waiting
+        ]
+        parts.append("</ul>")
+    parts.append(
+        "<h2>Students</h2><table><tr><th>student</th><th>points</th>"
+        "<th>of</th><th>assignments without a grade</th></tr>"
+    )
+    parts += [
+        f"<tr><td>{esc(student)}</td><td>{points:g}</td><td>{available:g}</td><td>{none}</td></tr>"
+        for student, points, available, none in _totals(rows)
+    ]
+    parts.append("</table>")
+    for assignment, tests in summarize(course, rows, gb).items():
         parts.append(f"<h2>{esc(assignment)}</h2>")
         parts.append(
             f"<img alt='mean score per test of {esc(assignment)}' "
@@ -145,12 +174,20 @@ def write_report(course: Course, outcomes: list[Outcome], path: Path) -> Path:
     return path
 
 
-def publish(course: Course, outcomes: list[Outcome], csv_path: Path, log=print) -> None:
-    """Write the grade CSV and the report beside it, and print the table and where things are."""
-    write_csv(outcomes, csv_path)
-    report_path = write_report(course, outcomes, csv_path.with_name("report.html"))
-    log(format_table(outcomes))
+def publish(course: Course, outcomes: list[Outcome], out: Path, log=print) -> list[Row]:
+    """Update the grade sheet in ``out`` (the rows of ``outcomes``; every row's numbers from the
+    gradebook), write the Canvas CSV and the report beside it, print the table and where things
+    are, and return the sheet's rows."""
+    sheet = out / "grades.csv"
+    with course.api().gradebook as gb:
+        rows = gradesheet.rows_for(outcomes, gb, gradesheet.read_csv(sheet))
+        gradesheet.write_csv(rows, sheet)
+        canvas = gradesheet.write_canvas_csv(rows, gb, out / "canvas.csv")
+        report = write_report(course, rows, gb, out / "report.html")
+    log(gradesheet.format_table(rows))
     log("")
-    log(f"Grades (CSV): {csv_path}")
-    log(f"Report (HTML): {report_path}")
+    log(f"Grades (CSV): {sheet}")
+    log(f"Grades for Canvas (CSV): {canvas}")
+    log(f"Report (HTML): {report}")
     log(f"Feedback (HTML): {course.root / 'feedback'}/<student>/<assignment>/<notebook>.html")
+    return rows

@@ -10,6 +10,8 @@ import re
 import shutil
 from pathlib import Path
 
+import nbformat
+
 from course import release
 from course.grading.coursedir import CONFIG_FILE, Course
 
@@ -31,6 +33,19 @@ def read_contract(text: str) -> dict[str, list[str]]:
 
 # The graded exercises fixed by docs/exercise-contract.md (a public API).
 CONTRACT = read_contract(CONTRACT_DOC.read_text())
+
+
+def points(assignment: str, prefix: str = "", kind: str = "code") -> float:
+    """The points of the graded cells of ``kind`` ("code": autograded tests, "markdown": written
+    answers) whose grade id starts with ``prefix``, read from the source notebooks: totals in
+    tests follow the notebooks, never a number written into a test."""
+    total = 0.0
+    for path in sorted((REPO / "source" / assignment).glob("*.ipynb")):
+        for cell in nbformat.read(path, as_version=4).cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if meta.get("grade") and cell.cell_type == kind:
+                total += float(meta.get("points", 0)) if meta["grade_id"].startswith(prefix) else 0
+    return total
 
 
 def copy_course(dest: Path, with_release: bool = False) -> Course:

@@ -17,12 +17,13 @@ from course.grading import batch
 from course.grading.coursedir import Course
 from course.grading.sandbox import FIRST_UID
 from course.submission import build_submission, reference_answers, write_submission
-from course_testing import copy_course
+from course_testing import copy_course, points
 
 A = "01_requires_grad"
-FULL, WRONG_SCORE = 16, 12  # make_trainable's two test cells are worth 4 points
+FULL = points(A)  # the autograded points of the notebook
 WRONG = "def make_trainable(values):\n    return torch.as_tensor(values)"
 MT_TESTS = ["test_make_trainable", "test_make_trainable_copies_tensors"]
+WRONG_SCORE = FULL - points(A, "test_make_trainable")  # WRONG fails both of its test cells
 HOLD_NO_GRAD = (
     "\ndef _hold():\n    with torch.no_grad():\n        yield\n_held = _hold()\nnext(_held)\n"
 )

@@ -9,9 +9,10 @@ import sys
 import pytest
 
 from course.submission import build_submission, reference_answers, write_submission
-from course_testing import copy_course
+from course_testing import copy_course, points
 
 ASSIGNMENT = "01_requires_grad"
+POINTS = points(ASSIGNMENT) + points(ASSIGNMENT, kind="markdown")
 
 
 def course_cli(*args, cwd):
@@ -75,8 +76,10 @@ def test_a_corrupt_submission_does_not_stop_the_batch(bad_class):
     lines = {
         line.split()[1]: line for line in run.stdout.splitlines() if line.startswith(ASSIGNMENT)
     }
-    earned, available = lines["alice"].split()[3].split("/")
-    assert lines["alice"].split()[2] == "graded" and earned == available, lines["alice"]
+    earned, available = map(float, lines["alice"].split()[3].split("/"))
+    assert lines["alice"].split()[2] == "graded", lines["alice"]
+    # every autograded point; the written answer's are in the maximum (she left it blank)
+    assert (earned, available) == (points(ASSIGNMENT), POINTS), lines["alice"]
     assert "invalid notebook: 01_requires_grad.ipynb is not valid JSON" in lines["bob"]
     assert "failed" in lines["bob"].split()
     assert "missing notebook: 01_requires_grad.ipynb is not in the submission" in lines["carol"]
@@ -86,12 +89,13 @@ def test_a_corrupt_submission_does_not_stop_the_batch(bad_class):
 
 def test_every_student_is_in_the_csv_with_a_status(bad_class):
     course, _ = bad_class
-    with (course.root / "grades.csv").open() as handle:
-        rows = {r["student_id"]: r for r in csv.DictReader(handle)}
+    with (course.root / "grades" / "grades.csv").open() as handle:
+        rows = {r["student_id"]: r for r in csv.DictReader(handle) if r["assignment"] == ASSIGNMENT}
     assert set(rows) == {"alice", "bob", "carol"}
-    assert (
-        rows["alice"]["status"] == "graded" and rows["alice"]["score"] == rows["alice"]["max_score"]
-    )
+    alice = rows["alice"]
+    assert alice["status"] == "graded" and float(alice["max_score"]) == POINTS
+    assert float(alice["score"]) == float(alice["auto_score"]) == points(ASSIGNMENT)
+    assert float(alice["manual_score"]) == 0
     for student in ("bob", "carol"):
         assert rows[student]["status"] == "failed"
         assert rows[student]["score"] == "", "a failed submission is never a silent 0"
@@ -102,3 +106,26 @@ def test_failed_students_stay_in_the_gradebook(bad_class):
     course, _ = bad_class
     with course.api().gradebook as gb:
         assert {s.id for s in gb.students} >= {"alice", "bob", "carol"}
+
+
+def test_a_mistyped_student_is_an_error_and_creates_nothing(bad_class):
+    course, _ = bad_class
+    sheet = (course.root / "grades" / "grades.csv").read_text()
+    run = course_cli("grade", ASSIGNMENT, "--student", "alcie", cwd=course.root)
+    assert run.returncode == 2
+    assert "unknown student alcie" in run.stderr and "did you mean alice?" in run.stderr
+    with course.api().gradebook as gb:
+        assert "alcie" not in {s.id for s in gb.students}
+    assert (course.root / "grades" / "grades.csv").read_text() == sheet
+
+
+def test_grading_one_student_updates_only_their_row(bad_class):
+    course, _ = bad_class
+    run = course_cli("grade", ASSIGNMENT, "--student", "alice", cwd=course.root)
+    assert run.returncode == 0, run.stderr
+    with (course.root / "grades" / "grades.csv").open() as handle:
+        rows = {r["student_id"]: r for r in csv.DictReader(handle) if r["assignment"] == ASSIGNMENT}
+    assert set(rows) == {"alice", "bob", "carol"}, "the rest of the class is still there"
+    assert rows["alice"]["status"] == "graded"
+    assert rows["bob"]["status"] == rows["carol"]["status"] == "failed"
+    assert "not valid JSON" in rows["bob"]["detail"]

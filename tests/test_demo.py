@@ -50,9 +50,9 @@ def test_statuses_and_scores(demo_run, assignment):
 
 def test_table_csv_and_feedback_are_where_the_demo_says(demo_run):
     scratch, outcomes, printed = demo_run
-    assert f"Grades (CSV): {scratch / 'grades.csv'}" in printed
+    assert f"Grades (CSV): {scratch / 'grades' / 'grades.csv'}" in printed
     assert re.search(r"^01_requires_grad\s+eva\s+failed\s+-\s+invalid notebook", printed, re.M)
-    with (scratch / "grades.csv").open() as handle:
+    with (scratch / "grades" / "grades.csv").open() as handle:
         rows = list(csv.DictReader(handle))
     assert len(rows) == len(outcomes)
     for (assignment, student), outcome in outcomes.items():
@@ -62,8 +62,8 @@ def test_table_csv_and_feedback_are_where_the_demo_says(demo_run):
 
 def test_report_shows_statuses_failures_and_common_messages(demo_run):
     scratch, outcomes, printed = demo_run
-    page = (scratch / "report.html").read_text()
-    assert f"Report (HTML): {scratch / 'report.html'}" in printed
+    page = (scratch / "grades" / "report.html").read_text()
+    assert f"Report (HTML): {scratch / 'grades' / 'report.html'}" in printed
     assert "01_requires_grad / eva: failed, invalid notebook" in page
     # dan handed in stubs: every test of his failed with the stub hint, so it is among the top.
     assert "NotImplementedError: this exercise still raises NotImplementedError" in page

@@ -3,7 +3,13 @@
 import nbformat
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
-from course.grading.feedback import STUB_HINT, ShortTestErrors, short_error
+from course.grading.feedback import (
+    STUB_HINT,
+    WRAP_CSS,
+    ShortTestErrors,
+    WrapLongLines,
+    short_error,
+)
 
 
 def _cell(grade: bool, solution: bool = False):
@@ -35,3 +41,13 @@ def test_short_error_explains_a_stub():
     assert short_error("NotImplementedError", "") == f"NotImplementedError: {STUB_HINT}"
     assert short_error("KeyError", "'w'") == "KeyError: 'w'"
     assert short_error("AssertionError", "") == "AssertionError"
+
+
+def test_long_messages_wrap_inside_the_page():
+    """The wrapping rule joins the page's inlined styles, after those nbconvert put there."""
+    resources = {"inlining": {"css": ["body {}"]}}
+    _, out = WrapLongLines().preprocess(new_notebook(), resources)
+    assert out["inlining"]["css"] == ["body {}", WRAP_CSS]
+    assert "pre-wrap" in WRAP_CSS and "overflow-wrap: anywhere" in WRAP_CSS
+    _, fresh = WrapLongLines().preprocess(new_notebook(), {})
+    assert fresh["inlining"]["css"] == [WRAP_CSS]

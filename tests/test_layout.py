@@ -5,6 +5,7 @@ No import circles, and a wheel installs every module."""
 from __future__ import annotations
 
 import ast
+import re
 import shutil
 import subprocess
 import sys
@@ -165,3 +166,28 @@ def test_every_module_imports_from_the_installed_wheel(wheel, tmp_path):
     )
     assert out.returncode == 0, out.stderr
     assert f"imported {len(modules)}" in out.stdout
+
+
+def relative_links(markdown: str) -> list[str]:
+    """The targets of a Markdown page's links that point into the repository."""
+    targets = re.findall(r"\]\(([^)\s]+)\)", markdown)
+    return [t.split("#")[0] for t in targets if not re.match(r"[a-z]+:", t) and t.split("#")[0]]
+
+
+def test_relative_links_are_found():
+    page = "[a](docs/x.md) [b](https://e.org) [c](#top) [d](../shared/y.md#s)"
+    assert relative_links(page) == ["docs/x.md", "../shared/y.md"]
+
+
+@pytest.mark.parametrize(
+    "page", ["README.md", *(str(p.relative_to(REPO)) for p in sorted((REPO / "docs").glob("*.md")))]
+)
+def test_every_link_of_the_docs_resolves_in_a_clone(page):
+    """A clone has only the repository: no link may leave it (../shared) or point at nothing."""
+    base = (REPO / page).parent
+    broken = [
+        link
+        for link in relative_links((REPO / page).read_text())
+        if not (base / link).resolve().is_relative_to(REPO) or not (base / link).exists()
+    ]
+    assert not broken, f"{page} links to {broken}"

@@ -1,102 +1,254 @@
-"""nbgrader's exchange round trip in a temporary directory, for two students, with our grading."""
+"""An instructor's whole term, through nbgrader's exchange and our commands, as the README tells
+it: release, fetch, submit and collect for three students (one writes a written answer, one hands
+in late, one submits twice), grade, grade by hand, regrade, a failed regrade, a mid-term change to
+the source, feedback and export. Nothing a person entered is ever lost, and our numbers are
+nbgrader's."""
 
 from __future__ import annotations
 
+import csv
+import datetime
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import nbformat
+import pytest
 
-from course.submission import build_submission, reference_answers
-from course_testing import copy_course
+from course.grading.feedback import WRAP_CSS
+from course.submission import answer_file, build_submission, reference_answers
+from course_testing import copy_course, points
 
-ASSIGNMENT = "01_requires_grad"
+A = "01_requires_grad"
+NOTEBOOK = A
+WRONG = ("make_trainable", "wrong_int_dtype")
+DUE = datetime.datetime(2031, 1, 15, 12, 0, tzinfo=datetime.timezone.utc)
+LATE_BY = datetime.timedelta(days=1, hours=2)  # two started days
+MANUAL, EXTRA, COMMENT = 1.5, 0.5, "Good: the leaves are the parameters. Say why .grad matters."
 
 
-def nbgrader(*args, cwd: Path, home: Path | None = None) -> subprocess.CompletedProcess:
+def _env(home: Path | None = None) -> dict:
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    if home:
-        env["HOME"] = str(home)
-    run = subprocess.run(
-        [sys.executable, "-m", "nbgrader", *args],
+    env.pop("NBGRADER_EXECUTION", None)
+    return {**env, "HOME": str(home)} if home else env
+
+
+def run(*args, cwd: Path, home: Path | None = None, code: int | None = 0):
+    """``python -m <args>`` in ``cwd``; fails unless it exits with ``code`` (None: any)."""
+    done = subprocess.run(
+        [sys.executable, "-m", *args],
         cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert run.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{run.stdout}\n{run.stderr}"
-    return run
-
-
-def test_release_fetch_submit_collect_grade_feedback_round_trip(tmp_path):
-    course = copy_course(tmp_path / "course")
-    exchange = course.root / "exchange"
-    run = subprocess.run(
-        [sys.executable, "-m", "course", "release", ASSIGNMENT],
-        cwd=course.root,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert run.returncode == 0, run.stderr
-    nbgrader("release_assignment", ASSIGNMENT, cwd=course.root)
-
-    answers = {"alice": reference_answers(course, ASSIGNMENT), "bob": {}}
-
-    def student_opts(s):
-        return [
-            "--course",
-            "autograd-course",
-            f"--Exchange.root={exchange}",
-            f"--Exchange.cache={tmp_path / s / '.cache'}",
-        ]
-
-    for student, answer in answers.items():
-        home = tmp_path / student
-        home.mkdir()
-        nbgrader("fetch_assignment", ASSIGNMENT, *student_opts(student), cwd=home, home=home)
-        fetched = home / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
-        assert fetched.is_file()
-        nbformat.write(build_submission(course, ASSIGNMENT, answer), fetched)
-        nbgrader(
-            "submit", ASSIGNMENT, "--student", student, *student_opts(student), cwd=home, home=home
-        )
-
-    nbgrader("collect", ASSIGNMENT, cwd=course.root)
-    assert {p.name for p in (course.root / "submitted").iterdir()} == {"alice", "bob"}
-
-    run = subprocess.run(
-        [sys.executable, "-m", "course", "grade", ASSIGNMENT],
-        cwd=course.root,
+        env=_env(home),
         capture_output=True,
         text=True,
         timeout=900,
     )
-    assert run.returncode == 0, run.stderr
-    rows = {
-        line.split()[1]: line.split()
-        for line in run.stdout.splitlines()
-        if line.startswith(ASSIGNMENT)
-    }
-    earned, available = rows["alice"][3].split("/")
-    assert rows["alice"][2] == "graded" and earned == available
-    assert rows["bob"][2] == "graded" and rows["bob"][3].startswith("0/")
-
-    nbgrader("release_feedback", ASSIGNMENT, cwd=course.root)
-    for student in answers:
-        home = tmp_path / student
-        nbgrader(
-            "fetch_feedback",
-            ASSIGNMENT,
-            "--student",
-            student,
-            *student_opts(student),
-            cwd=home,
-            home=home,
+    if code is not None:
+        assert done.returncode == code, (
+            f"{args} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
         )
-        pages = list((home / ASSIGNMENT / "feedback").glob(f"*/{ASSIGNMENT}.html"))
-        assert len(pages) == 1, f"{student} got no feedback"
-        assert "BEGIN HIDDEN TESTS" not in pages[0].read_text()
+    return done
+
+
+def sheet(course) -> dict[str, dict]:
+    with (course.root / "grades" / "grades.csv").open() as handle:
+        return {r["student_id"]: r for r in csv.DictReader(handle) if r["assignment"] == A}
+
+
+def written_answer(source: Path) -> str:
+    """The grade id of the notebook's first written answer (a graded markdown cell)."""
+    nb = nbformat.read(source, as_version=4)
+    return next(
+        c.metadata["nbgrader"]["grade_id"]
+        for c in nb.cells
+        if c.cell_type == "markdown" and c.metadata.get("nbgrader", {}).get("grade")
+    )
+
+
+class Term:
+    """The course, its exchange and the students' homes."""
+
+    def __init__(self, tmp: Path):
+        self.tmp = tmp
+        self.course = copy_course(tmp / "course")
+        self.root = self.course.root
+        self.exchange = self.root / "exchange"
+
+    def student_options(self, student: str) -> list[str]:
+        return [
+            "--course",
+            "autograd-course",
+            f"--Exchange.root={self.exchange}",
+            f"--Exchange.cache={self.tmp / student / '.cache'}",
+        ]
+
+    def hand_in(self, student: str, answers: dict[str, str], essay: str | None = None) -> None:
+        home = self.tmp / student
+        home.mkdir(exist_ok=True)
+        fetched = home / A / f"{NOTEBOOK}.ipynb"
+        if not fetched.exists():
+            run(
+                "nbgrader",
+                "fetch_assignment",
+                A,
+                *self.student_options(student),
+                cwd=home,
+                home=home,
+            )
+        nb = build_submission(self.course, A, answers)
+        if essay:
+            cell = next(
+                c
+                for c in nb.cells
+                if c.metadata.get("nbgrader", {}).get("grade_id") == self.essay_id
+            )
+            cell.source = essay
+        nbformat.write(nb, fetched)
+        run("nbgrader", "submit", A, "--student", student, *self.student_options(student),
+            cwd=home, home=home)  # fmt: skip
+
+    @property
+    def essay_id(self) -> str:
+        return written_answer(self.root / "source" / A / f"{NOTEBOOK}.ipynb")
+
+
+@pytest.fixture(scope="module")
+def term(tmp_path_factory):
+    return Term(tmp_path_factory.mktemp("term"))
+
+
+def test_the_whole_term(term):
+    course, root = term.course, term.root
+    code_points = points(A)
+    total = code_points + points(A, kind="markdown")
+    refs = reference_answers(course, A)
+
+    # Release, with a due date in the gradebook.
+    run("course", "release", A, cwd=root)
+    run("nbgrader", "db", "assignment", "add", A, f"--duedate={DUE:%Y-%m-%d %H:%M:%S} UTC",
+        cwd=root)  # fmt: skip
+    run("nbgrader", "release_assignment", A, cwd=root)
+
+    # Three students hand in; cara late, bob with a mistake.
+    wrong = {WRONG[0]: answer_file(course, A, *WRONG)}
+    term.hand_in("alice", refs, essay="The leaves are the model's parameters.")
+    term.hand_in("bob", {**refs, **wrong})
+    term.hand_in("cara", refs)
+    run("nbgrader", "collect", A, cwd=root)
+    stamp = root / "submitted" / "cara" / A / "timestamp.txt"
+    stamp.write_text(f"{DUE + LATE_BY:%Y-%m-%d %H:%M:%S.%f} UTC")
+
+    # Bad requests change nothing.
+    assert "unknown assignment" in run("course", "grade", "01_require", cwd=root, code=2).stderr
+    assert (
+        "did you mean bob?"
+        in run("course", "grade", A, "--student", "bbo", cwd=root, code=2).stderr
+    )
+
+    # Grade: our numbers are nbgrader's, the written answer waits for a grader.
+    run("course", "grade", A, cwd=root)
+    rows = sheet(course)
+    assert (
+        float(rows["alice"]["score"]) == code_points and float(rows["alice"]["max_score"]) == total
+    )
+    assert rows["alice"]["to_grade"].endswith(term.essay_id)
+    assert float(rows["bob"]["score"]) < code_points
+    assert rows["cara"]["late"] == "1d 2h 00m"
+    assert float(rows["cara"]["late_penalty"]) == pytest.approx(0.2 * code_points)
+
+    # The instructor grades the written answer by hand, with a comment and extra credit.
+    with course.api().gradebook as gb:
+        grade = gb.find_grade(term.essay_id, NOTEBOOK, A, "alice")
+        grade.manual_score, grade.extra_credit = MANUAL, EXTRA
+        gb.find_comment(term.essay_id, NOTEBOOK, A, "alice").manual_comment = COMMENT
+        gb.db.commit()
+
+    def manual_work_is_there():
+        with course.api().gradebook as gb:
+            grade = gb.find_grade(term.essay_id, NOTEBOOK, A, "alice")
+            assert (grade.manual_score, grade.extra_credit) == (MANUAL, EXTRA)
+            assert gb.find_comment(term.essay_id, NOTEBOOK, A, "alice").manual_comment == COMMENT
+            assert not grade.needs_manual_grade, "graded by hand: nothing left to grade"
+
+    run("course", "export", cwd=root)
+    rows = sheet(course)
+    assert (
+        float(rows["alice"]["manual_score"]) == MANUAL + EXTRA and rows["alice"]["to_grade"] == ""
+    )
+    assert float(rows["alice"]["score"]) == code_points + MANUAL + EXTRA
+
+    # A regrade keeps it.
+    run("course", "grade", A, cwd=root)
+    manual_work_is_there()
+    assert float(sheet(course)["alice"]["score"]) == code_points + MANUAL + EXTRA
+
+    # bob fixes his mistake and submits again: only `collect --update` takes the new version.
+    term.hand_in("bob", refs)
+    run("nbgrader", "collect", "--update", A, cwd=root)
+    run("course", "grade", A, "--student", "bob", cwd=root)
+    assert float(sheet(course)["bob"]["score"]) == code_points
+
+    # A regrade that fails keeps the last good grade and says so.
+    submitted = root / "submitted" / "alice" / A / f"{NOTEBOOK}.ipynb"
+    good = submitted.read_text()
+    submitted.write_text(good[: len(good) // 2])
+    failed = run("course", "grade", A, "--student", "alice", cwd=root, code=1)
+    assert "previous grade kept" in failed.stdout
+    rows = sheet(course)
+    assert rows["alice"]["status"] == "failed" and "previous grade kept" in rows["alice"]["detail"]
+    assert float(rows["alice"]["score"]) == code_points + MANUAL + EXTRA
+    manual_work_is_there()
+    submitted.write_text(good)
+
+    # A mid-term change to the graded cells: grading stops before it touches anything, and
+    # release keeps the committed release/ and shows nbgrader's reason.
+    source = root / "source" / A / f"{NOTEBOOK}.ipynb"
+    before, released = (
+        source.read_bytes(),
+        (root / "release" / A / f"{NOTEBOOK}.ipynb").read_bytes(),
+    )
+    nb = nbformat.read(source, as_version=4)
+    extra = nbformat.v4.new_code_cell("assert True")
+    extra.metadata["nbgrader"] = {"grade": True, "grade_id": "test_added_mid_term", "locked": True,
+                                  "points": 1, "schema_version": 3, "solution": False,
+                                  "task": False}  # fmt: skip
+    nb.cells.append(extra)
+    nbformat.write(nb, source)
+    stopped = run("course", "grade", A, cwd=root, code=2)
+    assert "added: test_added_mid_term" in stopped.stderr and "Nothing was graded" in stopped.stderr
+    refused = run("course", "release", A, cwd=root, code=2)
+    assert "release/01_requires_grad is unchanged" in refused.stderr
+    assert "submissions" in refused.stderr, "nbgrader's own reason is shown"
+    assert (root / "release" / A / f"{NOTEBOOK}.ipynb").read_bytes() == released
+    manual_work_is_there()
+    source.write_bytes(before)
+
+    # Feedback after manual grading carries the manual score and the comment to the student.
+    run("course", "feedback", A, cwd=root)
+    page = (root / "feedback" / "alice" / A / f"{NOTEBOOK}.html").read_text()
+    assert COMMENT in page and "BEGIN HIDDEN TESTS" not in page
+    assert WRAP_CSS in page, "long messages wrap instead of running off the page"
+    home = term.tmp / "alice"
+    run("nbgrader", "fetch_feedback", A, "--student", "alice", *term.student_options("alice"),
+        cwd=home, home=home)  # fmt: skip
+    (fetched,) = (home / A / "feedback").glob(f"*/{NOTEBOOK}.html")
+    assert COMMENT in fetched.read_text()
+
+    # Export: our sheet equals nbgrader's, row by row.
+    run("nbgrader", "export", "--to", str(term.tmp / "nbgrader.csv"), cwd=root)
+    with (term.tmp / "nbgrader.csv").open() as handle:
+        theirs = {(r["assignment"], r["student_id"]): r for r in csv.DictReader(handle)}
+    with (root / "grades" / "grades.csv").open() as handle:
+        ours = {(r["assignment"], r["student_id"]): r for r in csv.DictReader(handle)}
+    assert set(ours) == set(theirs)
+    for key, row in theirs.items():
+        assert float(ours[key]["max_score"]) == float(row["max_score"]), key
+        assert float(ours[key]["score"] or 0) == float(row["score"]), key
+        assert float(ours[key]["late_penalty"] or 0) == float(row["late_submission_penalty"]), key
+    with (root / "grades" / "canvas.csv").open() as handle:
+        canvas = list(csv.reader(handle))
+    column = canvas[0].index(A)
+    assert float(canvas[1][column]) == total
+    by_student = {line[2]: line[column] for line in canvas[2:]}
+    assert float(by_student["alice"]) == code_points + MANUAL + EXTRA

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import json
 import re
 import shutil
@@ -29,6 +28,7 @@ FAILURE_REASONS: list[tuple[str, str]] = [
     ("SubmissionTimeout", "timeout: the notebook ran past its total time limit"),
     ("UnresponsiveKernelError", "timeout: the kernel did not answer and could not be interrupted"),
     ("CellTimeLimit", "timeout: a cell ran past its CPU-time limit and ignored the interrupt"),
+    ("Timeout waiting for IOPub", "timeout: the kernel's output stopped before the cell ended"),
     ("TimeoutError", "timeout: a cell ran past the time limit"),  # also CellTimeoutError
     ("DeadKernelError", "kernel died (crash, os._exit or out of memory)"),
     ("Kernel died", "kernel died (crash, os._exit or out of memory)"),
@@ -38,16 +38,6 @@ FAILURE_REASONS: list[tuple[str, str]] = [
     ("Duplicate grade id", "tampered cell metadata: duplicate grade ids"),
     ("NotJSONError", "invalid notebook: not JSON"),
     ("ValidationError", "invalid notebook: does not match the notebook format"),
-]
-
-CSV_FIELDS = [
-    "assignment",
-    "student_id",
-    "status",
-    "score",
-    "max_score",
-    "needs_manual_grade",
-    "detail",
 ]
 
 
@@ -60,8 +50,7 @@ class Outcome:
     status: str
     detail: str = ""
     score: float | None = None  # autograded points earned
-    max_score: float | None = None  # autograded points available
-    needs_manual_grade: bool = False
+    max_score: float | None = None  # autograded points available (the sheet has nbgrader's total)
     cell_scores: dict[str, float | None] = field(default_factory=dict)  # by test cell grade id
     cell_max: dict[str, float] = field(default_factory=dict)
     grader_fault: bool = False  # failed for the grader's reasons, not the submission's
@@ -132,11 +121,9 @@ def _scores(api, assignment: str, student: str) -> Outcome:
         cell_scores: dict[str, float | None] = {}
         cell_max: dict[str, float] = {}
         ungraded: list[str] = []
-        needs_manual = False
         for notebook in submission.notebooks:
             for grade in notebook.grades:
-                if grade.cell.cell_type != "code":  # written answers are graded by hand
-                    needs_manual = needs_manual or grade.needs_manual_grade
+                if grade.cell.cell_type != "code":  # written answers: graded by hand
                     continue
                 cell_scores[grade.name] = grade.auto_score
                 cell_max[grade.name] = grade.max_score
@@ -144,9 +131,7 @@ def _scores(api, assignment: str, student: str) -> Outcome:
                     ungraded.append(grade.name)
         score, max_score = submission.code_score, submission.max_code_score
     status, detail = (PARTIAL, f"not graded: {', '.join(ungraded)}") if ungraded else (GRADED, "")
-    return Outcome(
-        assignment, student, status, detail, score, max_score, needs_manual, cell_scores, cell_max
-    )
+    return Outcome(assignment, student, status, detail, score, max_score, cell_scores, cell_max)
 
 
 def _record(course: Course, recorder, api, result: JobResult) -> Outcome:
@@ -162,6 +147,7 @@ def _record(course: Course, recorder, api, result: JobResult) -> Outcome:
         outcome = _failed(api, result.assignment, result.student, problem)
         outcome.grader_fault = result.failure is not None
         return outcome
+    _settle_manual_flags(api, result.assignment, result.student)
     outcome = _scores(api, result.assignment, result.student)
     if withheld := _withheld(course, result.assignment, result.student):
         outcome.status = FLAGGED
@@ -176,6 +162,18 @@ def _record(course: Course, recorder, api, result: JobResult) -> Outcome:
     else:
         shutil.copytree(result.feedback, feedback)
     return outcome
+
+
+def _settle_manual_flags(api, assignment: str, student: str) -> None:
+    """nbgrader's autograde flags every written answer as needing a manual grade again, even one
+    a person has graded: such an answer is graded, so clear the flag (its score stays)."""
+    with api.gradebook as gb:
+        submission = gb.find_submission(assignment, student)
+        for notebook in submission.notebooks:
+            for grade in notebook.grades:
+                if grade.manual_score is not None and grade.needs_manual_grade:
+                    grade.needs_manual_grade = False
+        gb.db.commit()
 
 
 def _withheld(course: Course, assignment: str, student: str) -> str:
@@ -221,6 +219,8 @@ def grade(
     once the number of submissions is known, ``on_outcome`` after each one.
     """
     chosen = course.check_assignments(assignments)
+    for assignment in chosen:  # before anything is touched
+        course.check_released(assignment)
     api = course.api()
     if students is None:
         with api.gradebook as gb:
@@ -272,36 +272,3 @@ def grade(
         finally:
             warm_up.close()
     return [outcomes[(a, s)] for a in chosen for s in roster]
-
-
-def write_csv(outcomes: list[Outcome], path: Path) -> Path:
-    """Write one row per student and assignment, with the status beside the score."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=CSV_FIELDS)
-        writer.writeheader()
-        for o in outcomes:
-            writer.writerow(
-                {
-                    "assignment": o.assignment,
-                    "student_id": o.student,
-                    "status": o.status,
-                    "score": "" if o.score is None else f"{o.score:g}",
-                    "max_score": "" if o.max_score is None else f"{o.max_score:g}",
-                    "needs_manual_grade": "yes" if o.needs_manual_grade else "",
-                    "detail": o.detail,
-                }
-            )
-    return path
-
-
-def format_table(outcomes: list[Outcome]) -> str:
-    """A plain-text table of the outcomes, one line per student and assignment."""
-    rows = [("assignment", "student", "status", "score", "detail")]
-    for o in outcomes:
-        score = "-" if o.score is None else f"{o.score:g}/{o.max_score:g}"
-        detail = o.detail + (" (written answer to grade by hand)" if o.needs_manual_grade else "")
-        rows.append((o.assignment, o.student, o.status, score, detail.strip()))
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r[:4], widths)) + "  " + r[4] for r in rows]
-    return "\n".join(line.rstrip() for line in lines)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+
+from nbgrader.api import MissingEntry
 
 from .speedups import cache_validators
 
@@ -62,6 +65,68 @@ class Course:
                 f"unknown assignment {', '.join(unknown)}; this course has: {', '.join(known)}."
             )
         return requested or known
+
+    def check_students(self, requested: list[str]) -> list[str]:
+        """Return ``requested``; raise on a student who is neither in the gradebook nor has a
+        folder in submitted/ (a typo must not add a phantom student)."""
+        with self.api().gradebook as gb:
+            known = {s.id for s in gb.students}
+        if (self.root / "submitted").is_dir():
+            known |= {p.name for p in (self.root / "submitted").iterdir() if p.is_dir()}
+        for student in requested:
+            if student not in known:
+                close = difflib.get_close_matches(student, sorted(known), n=1)
+                hint = f"; did you mean {close[0]}?" if close else ""
+                raise CourseError(
+                    f"unknown student {student}: not in the gradebook and no folder in "
+                    f"submitted/{hint}"
+                )
+        return requested
+
+    def check_released(self, assignment: str) -> None:
+        """Raise unless the gradebook knows ``assignment``'s graded cells exactly as source/ has
+        them: grading against other cells fails every submission, so say what to do first."""
+        from nbformat import read
+
+        source = {}
+        for path in sorted((self.root / "source" / assignment).glob("*.ipynb")):
+            for cell in read(path, as_version=4).cells:
+                meta = cell.metadata.get("nbgrader", {})
+                if meta.get("grade"):
+                    source[(path.stem, meta.get("grade_id"))] = float(meta.get("points", 0))
+        with self.api().gradebook as gb:
+            try:
+                known = gb.find_assignment(assignment)
+            except MissingEntry:
+                raise CourseError(
+                    f"{assignment} was never released in this gradebook: run "
+                    f"`python -m course release {assignment}` first."
+                ) from None
+            recorded = {
+                (nb.name, g.name): g.max_score for nb in known.notebooks for g in nb.grade_cells
+            }
+            submissions = known.num_submissions
+        if recorded == source:
+            return
+        added = sorted(c for _, c in source.keys() - recorded.keys())
+        removed = sorted(c for _, c in recorded.keys() - source.keys())
+        points = sorted(c for k, c in source.keys() & recorded.keys() if source[k] != recorded[k])
+        changes = "; ".join(
+            f"{what}: {', '.join(cells)}"
+            for what, cells in (("added", added), ("removed", removed), ("new points", points))
+            if cells
+        )
+        advice = (
+            f"run `python -m course release {assignment}` first"
+            if not submissions
+            else "nbgrader cannot change the graded cells of an assignment that has submissions:"
+            f" undo the change (e.g. `git checkout source/{assignment}`), or publish it as a new "
+            "assignment"
+        )
+        raise CourseError(
+            f"source/{assignment} no longer matches the version graded so far ({changes}). "
+            f"Nothing was graded; {advice}."
+        )
 
     def submitted_students(self, assignment: str) -> list[str]:
         """Students with a folder for ``assignment`` under submitted/."""

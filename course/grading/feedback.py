@@ -31,3 +31,21 @@ class ShortTestErrors(Preprocessor):
                 if output.output_type == "error":
                     output.traceback = [short_error(output.ename, output.evalue)]
         return cell, resources
+
+
+# Long messages wrap inside the page instead of running off its right edge.
+WRAP_CSS = (
+    ".output_area pre, .output_subarea pre, .output pre, pre "
+    "{white-space: pre-wrap; overflow-wrap: anywhere;}"
+)
+
+
+class WrapLongLines(Preprocessor):
+    """Add `WRAP_CSS` to the page's inlined styles (after nbconvert's CSSHTMLHeaderPreprocessor,
+    which sets them)."""
+
+    enabled = Bool(True)
+
+    def preprocess(self, nb, resources):
+        resources.setdefault("inlining", {}).setdefault("css", []).append(WRAP_CSS)
+        return nb, resources

@@ -13,7 +13,6 @@ import secrets
 import shutil
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -23,6 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from course.grading.coursedir import Course
+from course.lab import lab_command, lab_environment
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
@@ -119,9 +121,9 @@ def _make_home(home: Path) -> dict[str, str]:
     ):
         env.pop(name, None)
     env.update(
-        # As in an activated venv: nbgrader's gradebook runs the `alembic` command it finds on
-        # PATH, and without the venv's bin/ the formgrader's assignment list answers 500.
-        PATH=os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", os.defpath)]),
+        # As `make lab` has it (course.lab): without the venv's bin/ on PATH the formgrader's
+        # assignment list answers 500.
+        PATH=lab_environment()["PATH"],
         HOME=str(home),
         JUPYTER_CONFIG_DIR=str(home / ".jupyter"),
         JUPYTER_DATA_DIR=str(home / ".local" / "share" / "jupyter"),
@@ -199,22 +201,19 @@ def lab(chromium_path, tmp_path_factory) -> Lab:
     env = _make_home(home)
     port, token = _free_port(), secrets.token_hex(24)
     log_path = base / "jupyterlab.log"
-    command = [
-        sys.executable,
-        "-m",
-        "jupyterlab",
+    # `make lab`'s command line (course.lab), on a free port with a known token.
+    command = lab_command(
+        Course.at(root),
         "--no-browser",
         "--ip",
         "127.0.0.1",
         "--port",
         str(port),
-        "--allow-root",
         f"--IdentityProvider.token={token}",
-        f"--ServerApp.root_dir={root}",
         # window.jupyterapp: the tests read cells' outputs from the notebook model, where an
         # error is an error (the page renders it like any text on stderr).
         "--LabApp.expose_app_in_browser=True",
-    ]
+    )
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
             command, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True

@@ -1,0 +1,184 @@
+"""The grade sheet: one row per student and assignment, with nbgrader's numbers and our status.
+
+The numbers are read from the gradebook every time the sheet is written, so they are the ones
+nbgrader's own export, formgrader and the feedback show: written answers are in the maximum,
+manual scores and extra credit are in the score, late penalties are taken off. What our grading
+adds is the status and its detail (`course.grading.batch.Outcome`). A run for some students
+updates only their rows: the others keep the status of their last run, with fresh numbers.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nbgrader.api import Gradebook, MissingEntry
+
+from .grading.batch import GRADED, MISSING, Outcome
+
+FIELDS = [
+    "assignment",
+    "student_id",
+    "status",
+    "score",
+    "max_score",
+    "auto_score",
+    "manual_score",
+    "late_penalty",
+    "late",
+    "to_grade",
+    "detail",
+]
+
+
+@dataclass
+class Row:
+    assignment: str
+    student_id: str
+    status: str
+    detail: str = ""
+    score: float | None = None  # nbgrader's: raw score less the late penalty, at least 0
+    max_score: float | None = None  # every graded cell's points, written answers included
+    auto_score: float | None = None  # points from the autograder, where no person overrode them
+    manual_score: float | None = None  # points a person gave in formgrader, extra credit included
+    late_penalty: float | None = None
+    late: str = ""  # how late, e.g. "2h 05m"; empty when on time or without a due date
+    to_grade: list[str] = field(default_factory=list)  # written answers with no manual score
+
+
+def _late(seconds: float) -> str:
+    if seconds <= 0:
+        return ""
+    minutes = int(seconds // 60)
+    days, minutes = divmod(minutes, 24 * 60)
+    hours, minutes = divmod(minutes, 60)
+    return (f"{days}d " if days else "") + f"{hours}h {minutes:02d}m"
+
+
+def fill_numbers(row: Row, gb: Gradebook) -> Row:
+    """Put the gradebook's numbers for the row's submission into it (none if never graded)."""
+    try:
+        assignment = gb.find_assignment(row.assignment)
+    except MissingEntry:
+        return row
+    row.max_score = assignment.max_score
+    try:
+        submission = gb.find_submission(row.assignment, row.student_id)
+    except MissingEntry:
+        return row
+    auto = manual = 0.0
+    for notebook in submission.notebooks:
+        for grade in notebook.grades:
+            if grade.manual_score is not None:
+                manual += grade.manual_score
+            elif grade.auto_score is not None:
+                auto += grade.auto_score
+            else:  # a written answer, or a cell the autograder could not score
+                row.to_grade.append(f"{notebook.name}: {grade.name}")
+            manual += grade.extra_credit or 0.0
+    row.auto_score, row.manual_score = auto, manual
+    row.late_penalty = submission.late_submission_penalty or 0.0
+    row.score = max(0.0, submission.score - row.late_penalty)
+    row.late = _late(submission.total_seconds_late or 0)
+    return row
+
+
+def rows_for(outcomes: list[Outcome], gb: Gradebook, earlier: list[Row] = ()) -> list[Row]:
+    """The sheet after a grading run: a row for every student and assignment of the gradebook
+    (as nbgrader's export has), with the run's status where it graded, else the ``earlier``
+    sheet's, else what the gradebook says (graded or missing); every row's numbers from the
+    gradebook."""
+    submitted = {(sub.assignment.name, s.id) for s in gb.students for sub in s.submissions}
+    chosen = {
+        (a.name, s.id): (GRADED if (a.name, s.id) in submitted else MISSING, "")
+        for a in gb.assignments
+        for s in gb.students
+    }
+    chosen.update({(r.assignment, r.student_id): (r.status, r.detail) for r in earlier})
+    chosen.update({(o.assignment, o.student): (o.status, o.detail) for o in outcomes})
+    return [
+        fill_numbers(Row(assignment, student, status, detail), gb)
+        for (assignment, student), (status, detail) in sorted(chosen.items())
+    ]
+
+
+def _number(value: float | None) -> str:
+    return "" if value is None else f"{value:g}"
+
+
+def write_csv(rows: list[Row], path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=FIELDS)
+        writer.writeheader()
+        for r in rows:
+            writer.writerow(
+                {
+                    "assignment": r.assignment,
+                    "student_id": r.student_id,
+                    "status": r.status,
+                    "score": _number(r.score),
+                    "max_score": _number(r.max_score),
+                    "auto_score": _number(r.auto_score),
+                    "manual_score": _number(r.manual_score),
+                    "late_penalty": _number(r.late_penalty),
+                    "late": r.late,
+                    "to_grade": "; ".join(r.to_grade),
+                    "detail": r.detail,
+                }
+            )
+    return path
+
+
+def read_csv(path: Path) -> list[Row]:
+    """The rows of an earlier sheet (their numbers are refreshed when it is written again)."""
+    if not path.is_file():
+        return []
+    with path.open(newline="") as handle:
+        reader = csv.DictReader(handle)
+        if reader.fieldnames != FIELDS:  # not a sheet of ours (or an older one): start afresh
+            return []
+        return [Row(r["assignment"], r["student_id"], r["status"], r["detail"]) for r in reader]
+
+
+def format_table(rows: list[Row]) -> str:
+    """A plain-text table, one line per student and assignment."""
+    lines = [("assignment", "student", "status", "score", "detail")]
+    for r in rows:
+        score = "-" if r.score is None else f"{r.score:g}/{r.max_score:g}"
+        notes = [r.detail]
+        if r.late:
+            notes.append(f"late by {r.late} (penalty {r.late_penalty:g})")
+        if r.to_grade:
+            notes.append(f"{len(r.to_grade)} written answer(s) to grade by hand")
+        lines.append((r.assignment, r.student_id, r.status, score, "; ".join(filter(None, notes))))
+    widths = [max(len(line[i]) for line in lines) for i in range(4)]
+    return "\n".join(
+        ("  ".join(c.ljust(w) for c, w in zip(line[:4], widths)) + "  " + line[4]).rstrip()
+        for line in lines
+    )
+
+
+def write_canvas_csv(rows: list[Row], gb: Gradebook, path: Path) -> Path:
+    """Canvas's gradebook-import CSV: a student per line (matched on SIS User ID / SIS Login
+    ID, here the nbgrader student id), a column per assignment, a "Points Possible" line."""
+    assignments = sorted({r.assignment for r in rows})
+    scores = {(r.assignment, r.student_id): r.score for r in rows}
+    maxima = {r.assignment: r.max_score for r in rows}
+    head = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(head + assignments)
+        points = [_number(maxima[a]) for a in assignments]
+        writer.writerow(["Points Possible", "", "", "", ""] + points)
+        for student in sorted({r.student_id for r in rows}):
+            try:
+                person = gb.find_student(student)
+                name = ", ".join(filter(None, [person.last_name, person.first_name])) or student
+            except MissingEntry:
+                name = student
+            marks = [_number(scores.get((a, student))) for a in assignments]
+            writer.writerow([name, "", student, student, ""] + marks)
+    return path
