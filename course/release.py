@@ -2,20 +2,11 @@
 
 from __future__ import annotations
 
-import re
 import shutil
 import tempfile
 from pathlib import Path
 
-from .grading.coursedir import Course, CourseError
-
-
-def _reason(result: dict) -> str:
-    """nbgrader's own words for why it failed: its log's error lines, else the error."""
-    log = result.get("log") or ""
-    lines = [m.strip() for m in re.findall(r"^\[.*?(?:ERROR|CRITICAL)\](.*)$", log, re.M)]
-    lines = [line for line in lines if line and "see above" not in line]
-    return "\n".join(dict.fromkeys(lines)) or str(result.get("error") or log).strip()
+from .grading.coursedir import Course, CourseError, nbgrader_reason
 
 
 def release(course: Course, assignments: list[str]) -> list[str]:
@@ -46,6 +37,6 @@ def release(course: Course, assignments: list[str]) -> list[str]:
                     shutil.copytree(kept, target)
                 raise CourseError(
                     f"nbgrader could not generate {assignment} (release/{assignment} is "
-                    f"unchanged):\n{_reason(result)}"
+                    f"unchanged): {nbgrader_reason(result.get('log') or '') or result.get('error')}"
                 )
     return chosen

@@ -6,6 +6,7 @@ import csv
 import subprocess
 import sys
 
+import nbformat
 import pytest
 
 from course.submission import build_submission, reference_answers, write_submission
@@ -129,3 +130,27 @@ def test_grading_one_student_updates_only_their_row(bad_class):
     assert rows["alice"]["status"] == "graded"
     assert rows["bob"]["status"] == rows["carol"]["status"] == "failed"
     assert "not valid JSON" in rows["bob"]["detail"]
+
+
+def test_a_source_whose_graded_cells_changed_stops_grading_before_anything(bad_class):
+    course, _ = bad_class
+    source = course.root / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+    before = source.read_bytes()
+    sheet = (course.root / "grades" / "grades.csv").read_bytes()
+    nb = nbformat.read(source, as_version=4)
+    test = next(
+        c
+        for c in nb.cells
+        if c.metadata.get("nbgrader", {}).get("grade_id", "").startswith("test_")
+    )
+    test.metadata["nbgrader"]["points"] += 1
+    nbformat.write(nb, source)
+    try:
+        run = course_cli("grade", ASSIGNMENT, cwd=course.root)
+    finally:
+        source.write_bytes(before)
+    assert run.returncode == 2
+    grade_id = test.metadata["nbgrader"]["grade_id"]
+    assert f"new points: {grade_id}" in run.stderr and "Nothing was graded" in run.stderr
+    assert "nbgrader cannot change the graded cells" in run.stderr  # alice has a submission
+    assert (course.root / "grades" / "grades.csv").read_bytes() == sheet

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable
@@ -14,7 +13,7 @@ from pathlib import Path
 import nbformat
 from nbgrader.api import MissingEntry
 
-from .coursedir import Course
+from .coursedir import Course, nbgrader_reason
 from .jobs import Job, JobResult
 from .replay import replay_api
 from .runner import run_jobs
@@ -82,13 +81,8 @@ def classify_failure(log: str) -> str:
     for needle, reason in FAILURE_REASONS:
         if needle in log:
             return reason
-    # Otherwise the last exception named in the log, skipping nbgrader's own "see above" one.
-    errors = [
-        m[0]
-        for m in re.finditer(r"^\s*([\w.]+(?:Error|Exception): .+)$", log, re.M)
-        if "NbGraderException" not in m[0]
-    ]
-    return f"error: {errors[-1].strip()[:200]}" if errors else "error: nbgrader gave no reason"
+    reason = nbgrader_reason(log)
+    return f"error: {reason[:200]}" if reason else "error: nbgrader gave no reason"
 
 
 def check_submission_files(course: Course, assignment: str, student: str) -> str | None:

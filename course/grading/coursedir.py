@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import sys
 import warnings
 from dataclasses import dataclass
@@ -18,6 +19,17 @@ CONFIG_FILE = "nbgrader_config.py"
 
 class CourseError(Exception):
     """A problem an instructor must fix (wrong directory, unknown assignment, ...)."""
+
+
+def nbgrader_reason(log: str) -> str | None:
+    """The last exception an nbgrader log names (``RuntimeError: Cannot add or remove cells
+    ...``), skipping nbgrader's own "see the above traceback" summary; None if it names none."""
+    errors = [
+        m[1].strip()
+        for m in re.finditer(r"^\s*([\w.]+(?:Error|Exception): .+)$", log, re.M)
+        if "NbGraderException" not in m[1]
+    ]
+    return errors[-1] if errors else None
 
 
 def _expose_venv_tools() -> None:
@@ -108,9 +120,10 @@ class Course:
             submissions = known.num_submissions
         if recorded == source:
             return
-        added = sorted(c for _, c in source.keys() - recorded.keys())
-        removed = sorted(c for _, c in recorded.keys() - source.keys())
-        points = sorted(c for k, c in source.keys() & recorded.keys() if source[k] != recorded[k])
+        added = sorted(cell for _, cell in source.keys() - recorded.keys())
+        removed = sorted(cell for _, cell in recorded.keys() - source.keys())
+        common = source.keys() & recorded.keys()
+        points = sorted(key[1] for key in common if source[key] != recorded[key])
         changes = "; ".join(
             f"{what}: {', '.join(cells)}"
             for what, cells in (("added", added), ("removed", removed), ("new points", points))
