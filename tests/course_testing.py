@@ -6,6 +6,7 @@ named `conftest` cannot both be imported by name.)
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -33,6 +34,19 @@ def read_contract(text: str) -> dict[str, list[str]]:
 
 # The graded exercises fixed by docs/exercise-contract.md (a public API).
 CONTRACT = read_contract(CONTRACT_DOC.read_text())
+
+
+def secret_lines(assignment: str, blocks: str = "SOLUTION|HIDDEN TESTS") -> list[str]:
+    """Lines of the source's solution and hidden-test blocks (of ``blocks``) that the released
+    notebook does not show: a line a teaching example also shows reveals nothing."""
+    text = (REPO / "source" / assignment / f"{assignment}.ipynb").read_text()
+    lines = []
+    for cell in json.loads(text)["cells"]:
+        source = "".join(cell["source"])
+        for block in re.findall(rf"### BEGIN (?:{blocks})\n(.*?)### END", source, re.S):
+            lines += [line.strip() for line in block.splitlines() if len(line.strip()) > 12]
+    released = (REPO / "release" / assignment / f"{assignment}.ipynb").read_text()
+    return [line for line in lines if json.dumps(line)[1:-1] not in released]
 
 
 def points(assignment: str, prefix: str = "", kind: str = "code") -> float:

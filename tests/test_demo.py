@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import html
-import json
 import re
 
 import pytest
@@ -12,7 +11,7 @@ import pytest
 from course import demo
 from course.grading import batch
 from course.grading.coursedir import Course
-from course_testing import CONTRACT, REPO
+from course_testing import CONTRACT, REPO, secret_lines
 
 LAST = list(CONTRACT)[1:]
 
@@ -71,23 +70,10 @@ def test_report_shows_statuses_failures_and_common_messages(demo_run):
         assert f"<h2>{assignment}</h2>" in page and f"mean score per test of {assignment}" in page
 
 
-def _hidden_lines(assignment: str) -> list[str]:
-    text = (REPO / "source" / assignment / f"{assignment}.ipynb").read_text()
-
-    lines = []
-    for cell in json.loads(text)["cells"]:
-        source = "".join(cell["source"])
-        for block in re.findall(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", source, re.S):
-            lines += [line.strip() for line in block.splitlines() if len(line.strip()) > 12]
-    # A line that the student's own notebook also shows (a teaching example) reveals nothing.
-    released = (REPO / "release" / assignment / f"{assignment}.ipynb").read_text()
-    return [line for line in lines if json.dumps(line)[1:-1] not in released]
-
-
 @pytest.mark.parametrize("assignment", list(CONTRACT))
 def test_feedback_never_shows_hidden_tests(demo_run, assignment):
     scratch, _, _ = demo_run
-    hidden = _hidden_lines(assignment)
+    hidden = secret_lines(assignment, "HIDDEN TESTS")
     assert hidden, "the source has hidden tests to hide"
     for student in ("ada", "ben", "dan"):
         page = (scratch / "feedback" / student / assignment / f"{assignment}.html").read_text()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 
@@ -14,7 +13,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from course_testing import CONTRACT, REPO
+from course_testing import CONTRACT, REPO, secret_lines
 
 
 @pytest.fixture(scope="module")
@@ -31,20 +30,6 @@ def copy(tmp_path_factory):
     return dest
 
 
-def _secrets() -> list[str]:
-    """Lines of every solution and hidden-test block of the source notebooks."""
-    found = []
-    for assignment in CONTRACT:
-        nb = json.loads((REPO / "source" / assignment / f"{assignment}.ipynb").read_text())
-        for cell in nb["cells"]:
-            text = "".join(cell["source"])
-            for block in re.findall(
-                r"### BEGIN (?:SOLUTION|HIDDEN TESTS)\n(.*?)### END", text, re.S
-            ):
-                found += [line.strip() for line in block.splitlines() if len(line.strip()) > 20]
-    return found
-
-
 def test_it_holds_the_notebooks_and_the_lesson_side_only(copy):
     names = {p.relative_to(copy).as_posix() for p in copy.rglob("*") if p.is_file()}
     for assignment in CONTRACT:
@@ -59,10 +44,15 @@ def test_it_holds_the_notebooks_and_the_lesson_side_only(copy):
 
 
 def test_it_reveals_no_solution_or_hidden_test(copy):
-    secrets = _secrets()
+    """Its notebooks are the committed release (which test_release checks), and no file in it
+    shows a line of a solution or hidden test that the release does not show anyway."""
+    for assignment in CONTRACT:
+        name = f"release/{assignment}/{assignment}.ipynb"
+        assert (copy / name).read_bytes() == (REPO / name).read_bytes()
+    secrets = [line for assignment in CONTRACT for line in secret_lines(assignment)]
     assert secrets, "the source has solutions and hidden tests to keep back"
     for path in copy.rglob("*"):
-        if path.is_file() and path.suffix in (".ipynb", ".py", ".md", ".yml", ".toml", ""):
+        if path.is_file() and path.suffix in (".ipynb", ".py", ".md", ".yml", ".toml", ".txt", ""):
             text = path.read_text()
             if path.suffix == ".ipynb":  # compare with what a reader of the JSON sees
                 text = "\n".join("".join(c["source"]) for c in json.loads(text)["cells"])
