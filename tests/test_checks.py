@@ -11,6 +11,7 @@ from course.lesson.checks import (
     expect_close,
     expect_float,
     expect_raises,
+    expect_runs,
     expect_tensor,
     expect_type,
     seeded,
@@ -122,3 +123,43 @@ def test_choice_reads_a_letter_in_every_usual_way(written):
 def test_choice_refuses_what_is_not_one_option_and_names_the_options(written):
     with pytest.raises(CheckFailed, match=r"q1 should be .*'a', 'b', 'c'"):
         choice(written, ("a", "b", "c"), "q1")
+
+
+def test_expect_runs_returns_what_the_call_returns():
+    assert expect_runs(lambda: 41 + 1, "f(1)") == 42
+
+
+def test_expect_runs_turns_a_raw_error_into_a_message_with_the_matching_hint():
+    def forgets_none():
+        None.zero_()
+
+    hints = {"'zero_'": "a .grad that is None has nothing to zero: check for None first.",
+             "never": "an unmatched hint"}  # fmt: skip
+    with pytest.raises(CheckFailed) as caught:
+        expect_runs(forgets_none, "zero_grads(params)", hints)
+    message = str(caught.value)
+    assert message.startswith("zero_grads(params) raised AttributeError: 'NoneType' object")
+    assert message.endswith("a .grad that is None has nothing to zero: check for None first.")
+    assert "unmatched" not in message
+    assert isinstance(caught.value.__cause__, AttributeError), "the traceback keeps the cause"
+
+
+def test_expect_runs_without_a_matching_hint_still_names_the_call_and_the_error():
+    with pytest.raises(CheckFailed, match=r"^f\(x\) raised ValueError: bad\.$"):
+        expect_runs(lambda: (_ for _ in ()).throw(ValueError("bad")), "f(x)", {"nothing": "x"})
+
+
+def test_expect_runs_lets_a_stub_and_a_failed_check_through_unchanged():
+    def stub():
+        raise NotImplementedError
+
+    with pytest.raises(NotImplementedError):
+        expect_runs(stub, "f()")
+    with pytest.raises(CheckFailed, match="^inner$"):
+        expect_runs(lambda: expect(False, "inner"), "f()")
+
+
+def test_expect_runs_shortens_a_long_error():
+    with pytest.raises(CheckFailed) as caught:
+        expect_runs(lambda: (_ for _ in ()).throw(RuntimeError("x" * 500)), "f()")
+    assert len(str(caught.value)) < 260 and "..." in str(caught.value)
