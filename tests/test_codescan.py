@@ -1,7 +1,6 @@
 """The static scan of student code (course.grading.codescan): every correct answer passes it;
-every way of
-reaching for the grading machinery we could think of is found, each with a reason a reviewer can
-read."""
+every way of reaching for the grading machinery we could think of is found, each with a reason a
+reviewer can read."""
 
 from __future__ import annotations
 

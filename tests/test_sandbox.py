@@ -1,6 +1,5 @@
 """The kernel sandbox (course.grading.sandbox), through its launcher: what a sandboxed process can
-see,
-reach and use. The grading tests (test_adversarial) check the same through real kernels."""
+see, reach and use. The grading tests (test_adversarial) check the same through real kernels."""
 
 from __future__ import annotations
 

@@ -205,12 +205,13 @@ def grade(
 ) -> list[Outcome]:
     """Grade every student on the roster (gradebook ∪ submitted/) for each assignment.
 
-    Submissions are graded as independent jobs (`course.grading.jobs`), ``workers`` at a time;
-    only this process writes the gradebook. Kernels are forked from warm zygotes
-    (`course.grading.warm`) unless
-    ``warm`` is False. ``executor`` (any ``concurrent.futures.Executor``, e.g. a dask client's
-    ``get_executor()``) runs the jobs instead of a local pool. ``on_start(total)`` is called
-    once the number of submissions is known, ``on_outcome`` after each one.
+    Submissions are graded as independent jobs (`course.grading.jobs`), ``workers`` at a time
+    (`course.grading.runner`); only this process writes the gradebook. Kernels are forked from
+    warm zygotes (`course.grading.warm`) unless ``warm`` is False. ``executor`` (any
+    ``concurrent.futures.Executor``, e.g. a dask client's ``get_executor()``) runs the jobs
+    instead of a local pool. ``on_start(total)`` is called once the number of submissions is
+    known, ``on_outcome`` after each one. Raises `CourseError` before touching anything when an
+    assignment's source no longer matches its graded cells.
     """
     chosen = course.check_assignments(assignments)
     for assignment in chosen:  # before anything is touched

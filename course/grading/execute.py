@@ -42,23 +42,26 @@ class KernelStartFailed(Exception):
 class GradingExecute(Execute):
     """nbgrader's Execute, with:
 
-    - each kernel in a sandbox (`course.grading.sandbox`): only its working copy in reach, limits on
-      memory, CPU, processes and file size;
-    - a warm start where a zygote serves this notebook (`course.grading.warm`) and the notebook's
-      leading
-      code cells are the locked ones it ran: those cells are not run again, their recorded
-      outputs are copied in;
-    - a total time limit for the notebook, besides nbgrader's per-cell one;
+    - each kernel in a sandbox (`course.grading.sandbox`): only its working copy in reach,
+      limits on memory, CPU, processes and file size;
+    - a warm start where a zygote serves this notebook (`course.grading.warm`) and the
+      notebook's leading code cells are the locked ones it ran: those cells are not run again,
+      their recorded outputs are copied in;
+    - time limits that hold on a loaded machine: a cell's limit counts the kernel's CPU time
+      (`_watch_cpu`), nbclient's wall-clock timeout is a larger backstop, a kernel that ignores
+      the interrupt is killed, and the notebook has a total (wall-clock) limit;
     - at most ``max_output_kb`` of output kept per cell, so a flood cannot exhaust the grader;
     - a kernel that exits (``os._exit``, a segfault, the memory limit) reported as dead within a
       second, not as a late cell timeout. nbclient asks the kernel *client* whether the kernel
       lives, which without a heartbeat always says yes; the kernel *manager* knows;
+    - a kernel that could not start reported as the grader's trouble (`KernelStartFailed`), so
+      the job runs again (`course.grading.runner`);
     - tampering withheld: if the static scan (`course.grading.codescan`) finds student code
       reaching for the grading machinery, or the tripwire (`course.grading.guard`) finds it
-      changed after a test cell,
-      that test cell and every later one get an error output instead of a result, so nbgrader
-      scores them 0 and the student sees why. The reasons go to the notebook's metadata
-      (``course.withheld``) for the grader's report; the instructor can review and override.
+      changed after a test cell, that test cell and every later one get an error output instead
+      of a result, so nbgrader scores them 0 and the student sees why. The reasons go to the
+      notebook's metadata (``course.withheld``) for the grader's report; the instructor can
+      review and override.
     """
 
     warm_dir = Unicode("", help="folder with recorded prefixes and zygote sockets").tag(config=True)

@@ -1,8 +1,7 @@
 """A tripwire inside the grading kernel: has anything the checks rely on been changed?
 
 The grader (`course.grading.execute.GradingExecute`) calls `snapshot()` before the first cell a
-student
-could have written, and `check()` after every test cell, through the kernel protocol's
+student could have written, and `check()` after every test cell, through the kernel protocol's
 user_expressions (never through a notebook cell). `check()` answers "ok" or names what changed:
 functions of torch, torch.Tensor, torch.nn.functional, torch.autograd, builtins and the course's
 check helpers; PyTorch's global switches, function/dispatch modes and module hooks; Python's

@@ -1,6 +1,5 @@
 """Before nbgrader sees a submission: its cells' grading metadata is the source's, not the
 student's.
-
 nbgrader trusts the metadata a submission carries, and its own code fails (KeyError,
 MissingEntry) on an empty notebook, a duplicated cell or an answer cell re-labelled as a test.
 `RestoreCells` runs first among autograde's sanitizing steps and makes the notebook one nbgrader

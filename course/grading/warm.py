@@ -287,8 +287,7 @@ class ForkedProcess:
 
 class SandboxedKernelManager(AsyncKernelManager):
     """Starts the kernel sandboxed (`course.grading.sandbox`): forked from a zygote when
-    ``zygote`` names
-    one, else cold through the sandbox launcher."""
+    ``zygote`` names one, else cold through the sandbox launcher."""
 
     zygote = Unicode("", help="socket of the zygote to fork from; empty: start cold")
     policy = Unicode("", help="the sandbox policy, as JSON")
