@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .base import PALETTE, interactive_plot, new_figure
+from .base import PALETTE, error_view, interactive_plot, new_figure
 
 MAX_LINES = 6  # more entries than this make an unreadable plot; the readout still lists them all
 
@@ -20,20 +20,6 @@ EXAMPLE_SHIFT = (1.0, -3.0)
 def example_loss(w: torch.Tensor) -> torch.Tensor:
     """``(w**2).sum() + (w * [1, -3]).sum()``, whose gradient is ``2w + [1, -3]``."""
     return (w**2).sum() + (w * torch.tensor(EXAMPLE_SHIFT, dtype=w.dtype)).sum()
-
-
-def error_view(error: BaseException, title: str = "Could not draw"):
-    """A figure and a readout that say what went wrong, drawn in place of the last picture.
-
-    The course's widgets draw this when computing their numbers fails, so a failed redraw never
-    leaves the previous (now wrong) picture standing.
-    """
-    fig, ax = new_figure(ncols=1, width=6.0, height=1.6)
-    message = f"{type(error).__name__}: {error}"
-    ax.text(0.5, 0.5, message, ha="center", va="center", wrap=True, color=PALETTE["vermillion"])
-    ax.set_title(title)
-    ax.set_axis_off()
-    return fig, f"{title}: {message}"
 
 
 @dataclass(frozen=True)

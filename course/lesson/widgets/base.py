@@ -67,3 +67,17 @@ def interactive_plot(
     redraw()
     header = widgets.HTML(f"<b>{title}</b>")
     return widgets.VBox([header, widgets.HBox(list(controls.values())), readout, output])
+
+
+def error_view(error: BaseException, title: str = "Could not draw"):
+    """A figure and a readout that say what went wrong, drawn in place of the last picture.
+
+    The course's widgets draw this when computing their numbers fails, so a failed redraw never
+    leaves the previous (now wrong) picture standing.
+    """
+    fig, ax = new_figure(ncols=1, width=6.0, height=1.6)
+    message = f"{type(error).__name__}: {error}"
+    ax.text(0.5, 0.5, message, ha="center", va="center", wrap=True, color=PALETTE["vermillion"])
+    ax.set_title(title)
+    ax.set_axis_off()
+    return fig, f"{title}: {message}"

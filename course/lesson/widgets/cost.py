@@ -21,8 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .accumulation import error_view
-from .base import PALETTE, interactive_plot, new_figure
+from .base import PALETTE, error_view, interactive_plot, new_figure
 
 MODES = ("tracking on", "torch.no_grad()")
 COLOURS = (PALETTE["vermillion"], PALETTE["blue"])

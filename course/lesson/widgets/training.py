@@ -13,8 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .accumulation import error_view
-from .base import PALETTE, interactive_plot, new_figure
+from .base import PALETTE, error_view, interactive_plot, new_figure
 
 # The training-loop variants, by key: a label for plots and readouts, a colour and a line style
 # (colour and style both differ, so the curves stay apart in grey-scale print too).
