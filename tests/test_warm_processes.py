@@ -10,6 +10,7 @@ import asyncio
 import os
 import signal
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -126,4 +127,7 @@ def test_many_forks_shut_down_at_once_all_go_cleanly(zygote):
         for _ in range(8):
             await asyncio.gather(one(True), one(False))
 
-    asyncio.run(all_of_them())
+    # A thread of its own: an earlier test in the same process may leave an event loop running
+    # in this one (asyncio.run then refuses).
+    with ThreadPoolExecutor(1) as thread:
+        thread.submit(asyncio.run, all_of_them()).result()
