@@ -19,6 +19,7 @@ from nbgrader.preprocessors import Execute
 from traitlets import Bool, Float, Integer, Unicode
 
 from .codescan import scan_notebook, trusted_cells
+from .probes import collect_code, expected_records, failure_output, judge, read_records, split_hidden
 from .repair import source_notebook
 from .sandbox import Limits, kernel_uid, kill_uid, policy_for, session_cpu_seconds
 from .warm import Prefix, SandboxedKernelManager, prefix_file, prefix_sources
@@ -90,6 +91,8 @@ class GradingExecute(Execute):
 
     def preprocess(self, nb, resources=None, km=None):
         self._trusted, findings, lead = self._scan(nb, resources)
+        self._expected = self._expected_records(resources)
+        self._probes: list[tuple[int, str, str]] = []  # (cell index, grade id, hidden code)
         self._replay = self._matching_prefix(nb, resources, lead)
         self._deadline = time.monotonic() + self.total_timeout
         self._private = tempfile.mkdtemp(prefix="course-kernel-")
@@ -123,6 +126,16 @@ class GradingExecute(Execute):
         original = nbformat.read(source, as_version=4)
         trusted, protected = trusted_cells(original)
         return trusted, scan_notebook(nb, trusted, protected), prefix_sources(original)
+
+    def _expected_records(self, resources) -> dict[str, list[dict]]:
+        """The reference's probe records for this notebook (`course.grading.probes`), computed
+        once per source version and kept in the course's ``.course/expected`` folder."""
+        source = source_notebook(resources or {})
+        if not source.is_file():
+            return {}
+        assignment = (resources or {}).get("nbgrader", {}).get("assignment", "")
+        cache = Path(self.course_root or os.getcwd()) / ".course" / "expected" / assignment
+        return expected_records(source, cache)
 
     def _leading_code(self, nb, count: int) -> list[int]:
         return [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.source.strip()][
@@ -230,6 +243,12 @@ class GradingExecute(Execute):
         return km
 
     def preprocess_cell(self, cell, resources, index):
+        cell, resources = self._cell(cell, resources, index)
+        if index == len(self.nb.cells) - 1:
+            self._judge_probes()
+        return cell, resources
+
+    def _cell(self, cell, resources, index):
         if index in self._replay:
             position = self._replay[index]
             cell.outputs = [nbformat.from_dict(o) for o in self._prefix.outputs[position]]
@@ -243,19 +262,47 @@ class GradingExecute(Execute):
             cell.outputs = [_withheld_output(self._withheld)]
             cell.execution_count = None
             return cell, resources
+        return self._run(cell, resources, index, test)
+
+    def _run(self, cell, resources, index, test: bool):
+        """Run a cell; of a test cell only its visible part: its hidden tests are probes, run
+        once the whole notebook has (`_judge_probes`)."""
         if not self._guarding and cell.source not in self._trusted:
             self._guarding = True  # the first cell a student could have written
             if (answer := run_sync(self._guard)("snapshot")) != "ok":
                 self._withheld.append(answer)
-        cell, resources = self._execute(cell, resources, index)
+        source = cell.source
+        visible, hidden = split_hidden(source) if test else (source, "")
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if hidden.strip() and grade_id in self._expected:
+            self._probes.append((index, grade_id, hidden))
+        cell.source = visible
+        try:
+            cell, resources = self._execute(cell, resources, index)
+        finally:
+            cell.source = source
         self._widgets_after_prefix(index)
         if test and self._guarding and not self._withheld:
             if (answer := run_sync(self._guard)("check")) != "ok":
                 self._withheld.append(f"after test cell {index + 1}: {answer}")
-                cell.outputs.append(_withheld_output(self._withheld))
+        if test and self._withheld:  # an execute_result before the finding earns nothing
+            cell.outputs.insert(0, _withheld_output(self._withheld))
         return cell, resources
 
-    def _execute(self, cell, resources, index):
+    def _judge_probes(self) -> None:
+        """After the last cell: run each test cell's probes outside the notebook's cells and
+        history, and fail the cell (its first output, so nbgrader scores 0) when the records
+        differ from the reference's. A cell that already failed or was withheld is left as is."""
+        for index, grade_id, hidden in self._probes:
+            cell = self.nb.cells[index]
+            if any(o.output_type == "error" for o in cell.outputs):
+                continue
+            run = nbformat.v4.new_code_cell(collect_code(hidden))
+            self._execute(run, self.resources, index, store_history=False)
+            if problems := judge(read_records(run.outputs), self._expected[grade_id]):
+                cell.outputs.insert(0, failure_output(problems))
+
+    def _execute(self, cell, resources, index, store_history=True):
         """Run one cell with what is left of the notebook's time as its limit."""
         remaining = self._deadline - time.monotonic()
         if remaining <= 0:
@@ -268,7 +315,10 @@ class GradingExecute(Execute):
         self.timeout = max(1, min(int(wall), int(remaining) + 1))
         self._cell_output_bytes = 0
         try:
-            return super().preprocess_cell(cell, resources, index)
+            if store_history:
+                return super().preprocess_cell(cell, resources, index)
+            self.execute_cell(cell, index, store_history=False)
+            return cell, resources
         finally:
             self.timeout, self._cpu_limit = configured, None
 

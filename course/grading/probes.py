@@ -1,0 +1,257 @@
+"""Hidden tests judged outside the student's kernel: differential testing against the reference.
+
+A test cell's hidden block is a list of probes (`course.lesson.probes`). The student's kernel runs
+only the cell's visible part in place; once the whole notebook has run, the grader has it run each
+block's probes (`collect_code`) outside the notebook's cells and history, and reads back their
+records as JSON data. The expected records come from a trusted kernel that ran the source
+notebook, reference solutions included, the same way (`expected_records`); no student code ever
+runs there, and the expected values never enter the student's kernel. `judge` compares the two in
+the grader's own process. Whatever the student's kernel sends is only data: to match, it must
+hold the reference's values for inputs it never saw before, which is solving the exercise.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import math
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+import nbformat
+import torch
+from nbclient import NotebookClient
+
+HIDDEN = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS[ \t]*\n(.*?)^[ \t]*### END HIDDEN TESTS[ \t]*\n?",
+                    re.MULTILINE | re.DOTALL)
+FAILED = "HiddenTestFailed"
+CACHE_VERSION = "1"  # bump when the record format or the way records are made changes
+
+
+class ReferenceError(Exception):
+    """The reference solution does not pass its own probes: the source notebook needs fixing."""
+
+
+def split_hidden(source: str) -> tuple[str, str]:
+    """A test cell's visible part (hidden blocks removed) and its hidden blocks' code."""
+    hidden = "".join(match.group(1) for match in HIDDEN.finditer(source))
+    return HIDDEN.sub("", source), hidden
+
+
+def collect_code(hidden: str) -> str:
+    """The code that runs one hidden block's probes in a kernel; its value is their records."""
+    return f"__import__('course.lesson.probes').lesson.probes.collect({hidden!r})"
+
+
+def read_records(outputs: list) -> list[dict] | None:
+    """The records a `collect_code` cell returned (its value's text), or None if it returned
+    none: it raised, its output was cut, or what came back is not a list of records."""
+    for output in outputs:
+        if output.get("output_type") == "execute_result":
+            text = output.get("data", {}).get("text/plain", "")
+            try:
+                records = json.loads(ast.literal_eval(text))
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                return None
+            ok = isinstance(records, list) and all(isinstance(r, dict) for r in records)
+            return records if ok else None
+    return None
+
+
+def test_cells(nb) -> list[tuple[str, str]]:
+    """(grade id, hidden code) of every test cell with hidden tests, in notebook order."""
+    found = []
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
+            _, hidden = split_hidden(cell.source)
+            if hidden.strip():
+                found.append((meta["grade_id"], hidden))
+    return found
+
+
+# -- comparing records
+
+
+def _short(value) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _describe(value) -> str:
+    if isinstance(value, dict):
+        for kind in ("tensor", "list", "dict", "dtype", "object"):
+            if kind in value:
+                return {
+                    "tensor": f"a {value['tensor']} tensor of shape {tuple(value['shape'])}",
+                    "list": f"a {value.get('kind', 'list')} of {len(value['list'])}",
+                    "dict": "a dict",
+                    "dtype": str(value.get("dtype")),
+                    "object": f"an object of class {value['object']}",
+                }[kind]
+    if isinstance(value, bool) or value is None:
+        return repr(value)
+    return f"{'an' if type(value).__name__ == 'int' else 'a'} {type(value).__name__} {value!r}"
+
+
+def _close(got: float, want: float, rtol: float, atol: float) -> bool:
+    if math.isnan(want) or math.isnan(got):
+        return math.isnan(want) and math.isnan(got)
+    return got == want or abs(got - want) <= atol + rtol * abs(want)
+
+
+def _values(got, want, rtol: float, atol: float) -> str | None:
+    if isinstance(want, dict) or isinstance(got, dict):  # summaries of large tensors
+        got, want = got.get("summary") if isinstance(got, dict) else None, want.get("summary")
+        if got is None:
+            return "it has other values"
+    flat_got = torch.tensor(got, dtype=torch.float64).flatten()
+    flat_want = torch.tensor(want, dtype=torch.float64).flatten()
+    close = torch.isclose(flat_got, flat_want, rtol=rtol, atol=atol, equal_nan=True)
+    if bool(close.all()):
+        return None
+    index = int((~close).nonzero()[0])
+    return f"entry {index} (in row-major order) is {flat_got[index]:.6g}, expected {flat_want[index]:.6g}"
+
+
+def _tensor_difference(got: dict, want: dict, rtol: float, atol: float) -> str | None:
+    for fact in ("tensor", "shape"):
+        if got.get(fact) != want.get(fact):
+            label = "dtype" if fact == "tensor" else fact
+            return f"its {label} is {got.get(fact)}, expected {want.get(fact)}"
+    for fact in ("requires_grad", "is_leaf"):
+        if got.get(fact) != want.get(fact):
+            return f"its {fact} is {got.get(fact)}, expected {want.get(fact)}"
+    if (problem := _values(got["values"], want["values"], rtol, atol)) is not None:
+        return problem
+    if "grad" in want:
+        if want["grad"] is None or got.get("grad") is None:
+            if (want["grad"] is None) != (got.get("grad") is None):
+                return f"its .grad is {'None' if got.get('grad') is None else 'set'}, expected " + (
+                    "None" if want["grad"] is None else "a gradient"
+                )
+        elif problem := _tensor_difference(got["grad"], want["grad"], rtol, atol):
+            return f"its .grad: {problem}"
+    return None
+
+
+def difference(got, want, rtol: float, atol: float, path: str = "") -> str | None:
+    """Where the student's record ``got`` differs from the reference's ``want``, or None."""
+    at = f"{path}: " if path else ""
+    if isinstance(want, dict) and "tensor" in want:
+        if not (isinstance(got, dict) and "tensor" in got):
+            return f"{at}got {_describe(got)}, expected {_describe(want)}"
+        problem = _tensor_difference(got, want, rtol, atol)
+        return f"{at}{problem}" if problem else None
+    if isinstance(want, dict) and "list" in want:
+        if not (isinstance(got, dict) and "list" in got) or got.get("kind") != want["kind"]:
+            return f"{at}got {_describe(got)}, expected {_describe(want)}"
+        if len(got["list"]) != len(want["list"]):
+            return f"{at}got {len(got['list'])} items, expected {len(want['list'])}"
+        for index, (g, w) in enumerate(zip(got["list"], want["list"])):
+            if problem := difference(g, w, rtol, atol, f"{path}[{index}]"):
+                return problem
+        return None
+    if isinstance(want, dict) and "dict" in want:
+        if not (isinstance(got, dict) and "dict" in got):
+            return f"{at}got {_describe(got)}, expected {_describe(want)}"
+        if set(got["dict"]) != set(want["dict"]):
+            return f"{at}has the keys {sorted(got['dict'])}, expected {sorted(want['dict'])}"
+        for key in want["dict"]:
+            if problem := difference(got["dict"][key], want["dict"][key], rtol, atol,
+                                     f"{path}[{key!r}]" if path else key):
+                return problem
+        return None
+    if isinstance(want, float) and type(got) is float:
+        return None if _close(got, want, rtol, atol) else f"{at}got {got!r}, expected {want!r}"
+    if type(got) is not type(want) or got != want:
+        if type(got) is type(want) and not isinstance(want, dict):
+            return f"{at}got {_short(got)}, expected {_short(want)}"
+        return f"{at}got {_describe(got)}, expected {_describe(want)}"
+    return None
+
+
+def judge(got: list[dict] | None, want: list[dict]) -> list[str]:
+    """What the student's records get wrong, one line per failing probe ([] when all pass).
+    Titles, tolerances and hints come from the reference's records only."""
+    if got is None:
+        return ["the hidden tests could not read your answer's results (the code that runs them "
+                "raised, or its output was cut)"]
+    by_title = {r.get("title"): r for r in got}
+    problems = []
+    for expected in want:
+        title = expected["title"]
+        mine = by_title.get(title, {})
+        if "missing" in mine:
+            problems.append(f"{title}: {mine['missing']} is not defined")
+        elif "raised" in mine:
+            kind = mine["raised"]
+            if kind == "NotImplementedError":
+                problems.append(f"{title}: not implemented yet")
+            else:
+                problems.append(f"{title}: raised {kind}: {mine.get('message', '')}")
+        elif "record" not in mine:
+            problems.append(f"{title}: no result")
+        else:
+            rtol, atol = expected["rtol"], expected["atol"]
+            if problem := difference(mine["record"], expected["record"], rtol, atol):
+                hints = expected["hints"].items()
+                hint = next((h for key, h in hints if problem.startswith(key)), "")
+                problems.append(f"{title}: {problem}. {hint}".rstrip())
+    return problems
+
+
+def failure_output(problems: list[str]) -> nbformat.NotebookNode:
+    """The error a test cell shows when its hidden tests fail (nbgrader scores it 0)."""
+    message = "a hidden test failed:\n" + "\n".join(f"- {p}" for p in problems)
+    return nbformat.v4.new_output(
+        "error", ename=FAILED, evalue=message, traceback=[f"{FAILED}: {message}"]
+    )
+
+
+# -- the reference's records
+
+
+def _run_reference(source: Path) -> dict[str, list[dict]]:
+    nb = nbformat.read(source, as_version=4)
+    blocks = test_cells(nb)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.source = split_hidden(cell.source)[0]
+    for _, hidden in blocks:
+        nb.cells.append(nbformat.v4.new_code_cell(collect_code(hidden)))
+    with tempfile.TemporaryDirectory(prefix="course-reference-") as folder:
+        shutil.copytree(source.parent, folder, dirs_exist_ok=True)
+        client = NotebookClient(
+            nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": folder}}
+        )
+        client.execute()  # CellExecutionError: the source notebook itself fails
+    records = {}
+    for (grade_id, _), cell in zip(blocks, nb.cells[-len(blocks):] if blocks else []):
+        found = read_records(cell.outputs)
+        bad = [r.get("title") for r in found or [] if "record" not in r]
+        if found is None or bad:
+            raise ReferenceError(f"{source}: the reference fails the probes of {grade_id}: {bad}")
+        records[grade_id] = found
+    return records
+
+
+def expected_records(source: Path, cache: Path) -> dict[str, list[dict]]:
+    """The reference's records for every test cell of ``source``, by grade id: computed once per
+    version of the source notebook (and of torch) and kept under ``cache``."""
+    digest = hashlib.sha256(
+        source.read_bytes() + torch.__version__.encode() + CACHE_VERSION.encode()
+    ).hexdigest()[:16]
+    path = cache / f"{source.stem}-{digest}.json"
+    if path.is_file():
+        return json.loads(path.read_text())
+    records = _run_reference(source)
+    cache.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(f".{os.getpid()}.tmp")
+    partial.write_text(json.dumps(records))
+    partial.replace(path)  # atomic: a concurrent grader reads all of it or none
+    return records

@@ -1,0 +1,217 @@
+"""Hidden tests as probes: build an input, call the exercise, describe the result as plain data.
+
+A hidden test is written as probes, each a function whose parameters are named after what it
+calls (an exercise such as ``make_trainable``, or a quick-check answer such as ``q1``)::
+
+    @probe("an int64 tensor", hints={"result": "convert with .float() (or .to(torch.float32))."})
+    def _(make_trainable):
+        ints = torch.randint(-20, 20, (3, 4), generator=seeded(202))
+        result = make_trainable(ints)
+        return {"result": result, "input after the call": ints,
+                "shares memory with the input": same_memory(result, ints)}
+
+A probe holds no expected value. The grader (`course.grading.probes`) runs every probe twice: in
+the student's kernel, with the student's answer, and in a trusted kernel, with the reference
+solution, and compares the two records in its own process. The student's kernel only ever sees
+the inputs. Run anywhere else (the instructor's source notebook, stock ``nbgrader autograde``), a
+probe runs at once and fails only when the call raises.
+
+A record is JSON: numbers, strings, bools, None, lists, dicts, and tensors described by the
+values, dtype, shape and autograd facts read through ``torch._C.TensorBase``'s own C-level
+getters, captured when this module is first imported (the grader imports it before any student
+code runs), so neither a patched ``torch.Tensor`` nor a tensor subclass can change what they say.
+An object that is none of these is recorded by its class name only, so an object that fakes
+comparisons never matches the reference's plain value.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import math
+import sys
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from .checks import CheckFailed, choice, seeded
+
+__all__ = ["probe", "same_memory", "seeded"]
+
+_Base = torch._C.TensorBase
+_get_requires_grad = _Base.requires_grad.__get__
+_get_is_leaf = _Base.is_leaf.__get__
+_get_grad = _Base.grad.__get__
+_get_retains_grad = _Base.retains_grad.__get__
+_get_dtype = _Base.dtype.__get__
+_get_shape = _Base.shape.__get__
+_detach, _tolist, _numel, _storage = _Base.detach, _Base.tolist, _Base.numel, _Base.untyped_storage
+_storage_ptr = torch.UntypedStorage.data_ptr
+_no_torch_function = torch._C.DisableTorchFunction
+_type, _str, _int = builtins.type, builtins.str, builtins.int
+_TENSORS = (torch.Tensor, torch.nn.Parameter)
+
+MAX_VALUES = 4096  # a larger tensor is recorded by its sum, sum of squares, min and max
+_SUMMARY = (torch.sum, lambda t: torch.sum(t * t), torch.min, torch.max)
+MAX_DEPTH = 6
+MAX_ITEMS = 256
+MAX_MESSAGE = 300
+
+
+def _tensor(value: torch.Tensor, with_grad: bool = True) -> dict:
+    with _no_torch_function():
+        data = _detach(value)
+        shape = [_int(n) for n in _get_shape(data)]
+        dtype = _str(_get_dtype(data))
+        if data.is_complex():
+            data = torch.view_as_real(data)
+        if _numel(data) <= MAX_VALUES:
+            values = _tolist(data)
+        else:
+            wide = data.to(torch.float64)
+            values = {"summary": [_tolist(f(wide)) for f in _SUMMARY]}
+        described = {
+            "tensor": dtype,
+            "shape": shape,
+            "values": values,
+            "requires_grad": _get_requires_grad(value),
+            "is_leaf": _get_is_leaf(value),
+        }
+        if with_grad:  # a result keeps no .grad unless asked to (reading it would warn)
+            keeps = _get_is_leaf(value) or _get_retains_grad(value)
+            grad = _get_grad(value) if keeps else None
+            described["grad"] = None if grad is None else _tensor(grad, with_grad=False)
+        return described
+
+
+def record(value: Any, depth: int = 0) -> Any:
+    """``value`` as JSON-ready plain data (see the module's docstring)."""
+    kind = _type(value)
+    if value is None or kind is bool:
+        return value
+    if kind in _TENSORS:
+        return _tensor(value)
+    if depth >= MAX_DEPTH:
+        return {"object": "nested too deep"}
+    # The base classes' own methods read the value, never a subclass's overrides.
+    if issubclass(kind, bool):
+        return {"object": kind.__qualname__}
+    if issubclass(kind, int):
+        return int.__int__(value)
+    if issubclass(kind, float):
+        return float.__float__(value)
+    if issubclass(kind, str):
+        return str.__str__(value)
+    if issubclass(kind, (list, tuple)):
+        base = list if issubclass(kind, list) else tuple
+        items = base.__getitem__(value, slice(0, MAX_ITEMS))
+        return {"list": [record(v, depth + 1) for v in items], "kind": base.__name__}
+    if issubclass(kind, dict):
+        pairs = [(k, dict.__getitem__(value, k)) for k in dict.keys(value)][:MAX_ITEMS]
+        if all(_type(k) is str for k, _ in pairs):
+            return {"dict": {k: record(v, depth + 1) for k, v in pairs}}
+        return {"object": "dict with keys that are not strings"}
+    if isinstance(value, torch.dtype):
+        return {"dtype": _str(value)}
+    return {"object": kind.__qualname__}
+
+
+def same_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two tensors share storage (their memory), read through C-level getters."""
+    return _storage_ptr(_storage(a)) == _storage_ptr(_storage(b))
+
+
+def _parameters(fn: Callable) -> list[str]:
+    """The names a probe asks for: its parameters without a default (a default binds a loop's
+    value, e.g. ``def _(make_trainable, n=n)``)."""
+    code = fn.__code__
+    return list(code.co_varnames[: code.co_argcount - len(fn.__defaults__ or ())])
+
+
+def run(fn: Callable, namespace: dict) -> dict:
+    """Call one probe with what its parameters name in ``namespace``: ``{"record": ...}``,
+    ``{"raised": <error type>, "message": ...}`` or ``{"missing": <name>}``. Every probe starts
+    from the same global state (seed, grad mode), whatever the one before it did."""
+    arguments = []
+    for name in _parameters(fn):
+        if name not in namespace:
+            return {"missing": name}
+        arguments.append(namespace[name])
+    torch.manual_seed(0)
+    torch.set_grad_enabled(True)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a warning is never a failure
+            value = fn(*arguments)
+        return {"record": record(value)}
+    except Exception as error:  # the answer's error is a result to compare, not a crash
+        message = _str(error)
+        return {"raised": _type(error).__name__, "message": message[:MAX_MESSAGE]}
+
+
+def _options(hints: dict[str, str] | None, rtol: float, atol: float) -> dict:
+    return {"hints": dict(hints or {}), "rtol": rtol, "atol": atol}
+
+
+class _Collector:
+    """The ``probe`` decorator while the grader collects records: it runs each probe in turn."""
+
+    def __init__(self, namespace: dict):
+        self.namespace = namespace
+        self.results: list[dict] = []
+
+    def __call__(self, title: str, *, hints=None, rtol: float = 1e-5, atol: float = 1e-6):
+        def register(fn):
+            outcome = run(fn, self.namespace)
+            self.results.append({"title": title, **_options(hints, rtol, atol), **outcome})
+            return fn
+
+        return register
+
+
+def probe_namespace(collector: Callable) -> dict:
+    """What a probe's own code may use: torch, math and these helpers, nothing of the notebook's
+    state (a student's later cell may have changed any notebook variable)."""
+    return {
+        "__builtins__": builtins,
+        "torch": torch,
+        "nn": torch.nn,
+        "F": torch.nn.functional,
+        "math": math,
+        "seeded": seeded,
+        "choice": choice,
+        "same_memory": same_memory,
+        "probe": collector,
+    }
+
+
+def collect(source: str, answers: dict | None = None) -> str:
+    """Run the probes that ``source`` (a hidden-test block) defines against ``answers`` (by
+    default the notebook's namespace) and return their records as JSON text."""
+    if answers is None:
+        from IPython import get_ipython
+
+        answers = get_ipython().user_ns
+    collector = _Collector(answers)
+    exec(compile(source, "<hidden tests>", "exec"), probe_namespace(collector))
+    return json.dumps(collector.results)
+
+
+def probe(title: str, *, hints=None, rtol: float = 1e-5, atol: float = 1e-6):
+    """Declare a probe (see the module's docstring). Outside the grader it runs at once against
+    the notebook's own names and fails only if the call raises."""
+
+    def register(fn):
+        outcome = run(fn, sys._getframe(1).f_globals)
+        if "missing" in outcome:
+            raise CheckFailed(f"{title}: {outcome['missing']} is not defined.")
+        if "raised" in outcome:
+            if outcome["raised"] == "NotImplementedError":
+                raise NotImplementedError(f"{title}: not implemented yet")
+            raise CheckFailed(f"{title}: {outcome['raised']}: {outcome['message']}")
+        json.dumps(outcome["record"])
+        return fn
+
+    return register
