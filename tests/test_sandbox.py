@@ -34,10 +34,23 @@ try:
     print("wrote course")
 except OSError:
     print("no write to course")
+print("root sees", sorted(os.listdir("/")))
+print("shared lock folder", os.path.exists("/run/lock"))
+print("processes", sorted(int(p) for p in os.listdir("/proc") if p.isdigit()))
+print("ipc namespace", os.readlink("/proc/self/ns/ipc"))
+try:
+    Path(sys.prefix, "planted").write_text("x")
+    Path(sys.prefix, "planted").unlink()  # not isolated, this could write: leave nothing
+    print("wrote python")
+except OSError:
+    print("python read-only")
+if len(sys.argv) > 2:  # leave a child behind, which must not outlive this process
+    import subprocess
+    subprocess.Popen(["sleep", sys.argv[2]], start_new_session=True)
 """
 
 
-def _run(tmp_path: Path, isolate: bool = True) -> str:
+def _run(tmp_path: Path, isolate: bool = True, *extra: str) -> str:
     course = tmp_path / "course"
     (course / "source").mkdir(parents=True)
     (course / "gradebook.db").write_text("secret")
@@ -56,6 +69,7 @@ def _run(tmp_path: Path, isolate: bool = True) -> str:
             "-c",
             PROBE,
             str(course),
+            *extra,
         ],
         cwd=workdir,
         capture_output=True,
@@ -96,7 +110,44 @@ def test_limits_apply_without_isolation_too(tmp_path):
 def test_a_policy_survives_its_json():
     policy = sandbox.policy_for(Path("/srv/course"), Path("/tmp/w"), Path("/tmp/p"))
     assert sandbox.Policy.from_json(policy.to_json()) == policy
-    assert "/srv/course" not in policy.keep and str(Path("/tmp").resolve()) in policy.hide
+    assert not any(p.startswith("/srv") for p in policy.read_only)
+    assert str(Path(sys.prefix).resolve()) in policy.read_only
+
+
+@needs_root
+def test_the_kernel_sees_an_allow_list_and_its_own_processes_only(tmp_path):
+    """Nothing but the Python installation (read-only), /usr and its own folders: no shared
+    world-writable folder, no other process, an IPC namespace of its own."""
+    out = _run(tmp_path)
+    root = out.split("root sees ")[1].splitlines()[0]
+    assert "'home'" not in root and "'run'" not in root and "'srv'" not in root
+    assert "shared lock folder False" in out
+    assert out.split("processes ")[1].splitlines()[0] == "[1]"  # the kernel is the first
+    assert Path("/proc/self/ns/ipc").readlink().name not in out.split("ipc namespace ")[1]
+    assert "python read-only" in out
+
+
+@needs_root
+def test_nothing_a_kernel_started_outlives_it(tmp_path):
+    """A child in a session of its own (what escaped a process-group kill) ends with the
+    kernel: the kernel was the first process of its PID namespace."""
+    marker = "987.5"
+    _run(tmp_path, True, marker)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        left = subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True, text=True)
+        if not left.stdout.strip():
+            break
+        time.sleep(0.2)
+    assert not left.stdout.strip(), "the sleep the kernel started is still running"
+
+
+@needs_root
+def test_a_course_inside_an_allowed_tree_is_covered(tmp_path, monkeypatch):
+    """Where the venv's folder also holds a course (a clone with source/ beside .venv), the
+    kernel does not see it."""
+    policy = sandbox.policy_for(Path(sys.prefix) / "lib", tmp_path / "w", tmp_path / "p")
+    assert str((Path(sys.prefix) / "lib").resolve()) in policy.hide
 
 
 def test_kill_uid_ends_every_process_of_a_kernel_uid(tmp_path):

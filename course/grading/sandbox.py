@@ -1,12 +1,19 @@
-"""The sandbox a grading kernel runs in: only its own working copy in reach, and hard limits.
+"""The sandbox a grading kernel runs in: an allow-list of paths, namespaces of its own, limits.
 
 Everywhere: resource limits (memory, CPU seconds, processes, file size, no core dumps).
 Where the machine allows it (Linux, as root or with CAP_SYS_ADMIN), also:
-- its own mount namespace, in which the course folder, the grader's home and the temp folders are
-  covered by empty tmpfs and only the kernel's working copy, the Python installation and the
-  `course` package are put back: no solutions, hidden tests, gradebook or other student's work;
-- its own network namespace, which has no interface but a loopback that is down: no network
-  (the grader talks to the kernel over Unix sockets, which need none);
+- its own root folder, built from an allow-list: the Python installation, the system's /usr and
+  the `course` package, read-only; its own private folder (home, sockets, working folder),
+  writable; private /tmp, /var/tmp and /dev/shm; /dev/null and the random devices; a /proc of its
+  own. Nothing else exists there: no course folder, solutions, hidden tests, gradebook or other
+  student's work, no shared world-writable folder (/run/lock), and a course or repository that
+  lies inside an allowed tree is covered;
+- its own PID namespace, whose first process is the kernel: when the kernel ends, everything it
+  started ends with it, and it sees no other process on the machine. The process the grader
+  started stays outside as a stand-in (`_stand_in`); the kernel dies with it;
+- its own network namespace (a loopback that is down: no network; the grader talks to the kernel
+  over Unix sockets, which need none) and IPC namespace (no shared memory or semaphores with
+  another kernel);
 - a uid of its own (not root, and shared with no other kernel): it cannot write what it was not
   given, signal the grader, or use up another kernel's process quota.
 
@@ -28,9 +35,14 @@ from pathlib import Path
 
 import course
 
-CLONE_NEWNS, CLONE_NEWNET = 0x00020000, 0x40000000
-MS_BIND, MS_REC, MS_PRIVATE, MS_NOSUID, MS_NODEV = 4096, 16384, 1 << 18, 2, 4
-PR_SET_NO_NEW_PRIVS = 38
+CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWPID, CLONE_NEWIPC = 0x20000, 0x40000000, 0x20000000, 0x8000000
+NAMESPACES = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWIPC
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
+MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
+PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
+NEW_ROOT = "/mnt"  # where the kernel's root is built, in its own mount namespace
+DEVICES = ("null", "zero", "full", "random", "urandom")
+SCRATCH = ("/tmp", "/var/tmp", "/dev/shm")
 FIRST_UID = 100_000  # kernels get FIRST_UID + their pid: unique among live kernels, never a user
 
 
@@ -45,12 +57,13 @@ class Limits:
 
 @dataclass(frozen=True)
 class Policy:
-    """What one kernel may reach: ``keep`` folders stay visible under the ``hide`` ones."""
+    """What one kernel may reach: the ``read_only`` trees, minus the ``hide`` ones inside them,
+    and its ``private`` folder."""
 
-    workdir: str  # the kernel's working copy: visible and writable
-    private: str  # its home: connection file, sockets, caches
+    workdir: str  # the kernel's working folder, inside ``private``
+    private: str  # its home: connection file, sockets, caches; visible and writable
     hide: tuple[str, ...] = ()
-    keep: tuple[str, ...] = ()
+    read_only: tuple[str, ...] = ()
     limits: Limits = field(default_factory=Limits)
     isolate: bool = True  # namespaces and own uid, where the machine allows
 
@@ -71,32 +84,27 @@ def policy_for(
     limits: Limits | None = None,
     isolate: bool = True,
 ) -> Policy:
-    """The policy for a kernel grading in ``workdir``, with the course at ``course_root``."""
-    import tempfile
-
-    hide = {
-        Path(course_root),
-        Path.home(),
-        Path(tempfile.gettempdir()),
-        Path("/tmp"),
-        Path("/var/tmp"),
-        Path("/dev/shm"),
-    }
+    """The policy for a kernel working in ``workdir`` (inside ``private``), grading the course
+    at ``course_root``."""
     package_home = Path(course.__file__).parent.parent
+    hide = {Path(course_root)}
     if (package_home / "nbgrader_config.py").exists():  # grading a copy: hide the original too
         hide.add(package_home)
-    keep = {
+    executable = Path(os.path.realpath(sys.executable)).parent
+    read_only = {
+        Path("/usr"),
+        Path("/etc/ld.so.cache"),
+        Path("/etc/fonts"),
         Path(sys.base_prefix),
         Path(sys.prefix),
+        executable.parent if executable.name == "bin" else executable,
         Path(course.__file__).parent,
-        Path(workdir),
-        Path(private),
     }
     return Policy(
         str(workdir),
         str(private),
         tuple(sorted(str(p.resolve()) for p in hide if p.exists())),
-        tuple(sorted(str(p.resolve()) for p in keep)),
+        tuple(sorted(str(p.resolve()) for p in read_only if p.exists())),
         limits or Limits(),
         isolate,
     )
@@ -189,26 +197,65 @@ def _apply_limits(limits: Limits) -> None:
     _limit(resource.RLIMIT_FSIZE, limits.file_mb * mb)
 
 
-def _isolate_files(policy: Policy) -> None:
-    """Cover the hidden folders with empty tmpfs and put the kept ones back, in a new mount
-    namespace: the rest of the machine keeps its view."""
-    _mount("none", "/", None, MS_REC | MS_PRIVATE)
-    # Handles on the kept folders, taken before anything covers them.
-    kept = [(path, os.open(path, os.O_PATH)) for path in policy.keep if os.path.isdir(path)]
-    for hidden in sorted(policy.hide, key=len):
-        if os.path.isdir(hidden):
-            mode = "1777" if hidden in ("/tmp", "/var/tmp", "/dev/shm") else "755"
-            _mount(
-                "tmpfs",
-                hidden,
-                "tmpfs",
-                MS_NOSUID | MS_NODEV,
-                f"mode={mode},size={policy.limits.tmpfs_mb}m",
-            )
-    for path, handle in kept:
-        os.makedirs(path, exist_ok=True)
-        _mount(f"/proc/self/fd/{handle}", path, None, MS_BIND | MS_REC)
-        os.close(handle)
+def _bind(source: str, target: str, read_only: bool) -> None:
+    if os.path.isdir(source):
+        os.makedirs(target, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        open(target, "a").close()
+    _mount(source, target, None, MS_BIND | MS_REC)
+    if read_only:
+        _mount("none", target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_REC | MS_NOSUID)
+
+
+def _tmpfs(target: str, mode: str, size_mb: int, flags: int = 0) -> None:
+    os.makedirs(target, exist_ok=True)
+    _mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV | flags, f"mode={mode},size={size_mb}m")
+
+
+def _build_root(policy: Policy) -> None:
+    """Make the kernel's root folder from the policy's allow-list, then enter it. Runs as the
+    first process of the new PID namespace, so the /proc it mounts shows only the kernel's."""
+    _mount("none", "/", None, MS_REC | MS_PRIVATE)  # what follows stays in this namespace
+    root = NEW_ROOT
+    _tmpfs(root, "755", 1)
+    for path in policy.read_only:
+        _bind(path, root + path, read_only=True)
+    for link in ("bin", "lib", "lib64", "sbin"):  # merged /usr, as Debian has it
+        if os.path.islink(f"/{link}"):
+            os.symlink(os.readlink(f"/{link}"), f"{root}/{link}")
+    for hidden in policy.hide:  # a course inside an allowed tree (not one around it)
+        if any(hidden.startswith(tree + "/") for tree in policy.read_only):
+            _tmpfs(root + hidden, "755", 1, MS_RDONLY)
+    for scratch in SCRATCH:
+        _tmpfs(root + scratch, "1777", policy.limits.tmpfs_mb)
+    for folder in {policy.private, policy.workdir}:
+        if folder == policy.private or not folder.startswith(policy.private + "/"):
+            _bind(folder, root + folder, read_only=False)
+    for device in DEVICES:
+        if os.path.exists(f"/dev/{device}"):
+            _bind(f"/dev/{device}", f"{root}/dev/{device}", read_only=False)
+    os.makedirs(f"{root}/proc", exist_ok=True)
+    _mount("proc", f"{root}/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    _mount(root, root, None, MS_REMOUNT | MS_BIND | MS_RDONLY)  # the skeleton itself
+    os.chroot(root)
+    os.chdir(policy.workdir)
+
+
+def _stand_in(kernel: int) -> None:
+    """The process the grader started, once the kernel runs in a PID namespace beneath it: it
+    waits for the kernel and exits as it did. Signals for the kernel reach it through the
+    process group (jupyter_client signals the group); whatever ends this process ends the
+    kernel too (its parent-death signal)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    while True:
+        try:
+            _, status = os.waitpid(kernel, 0)
+            break
+        except ChildProcessError:
+            os._exit(1)
+    code = os.waitstatus_to_exitcode(status)
+    os._exit(code if code >= 0 else 128 - code)
 
 
 def unavailable() -> str | None:
@@ -218,7 +265,7 @@ def unavailable() -> str | None:
     pid = os.fork()
     if pid == 0:  # try in a throw-away child: unshare changes the caller for good
         try:
-            _call("unshare", CLONE_NEWNS | CLONE_NEWNET)
+            _call("unshare", NAMESPACES)
             os._exit(0)
         except SandboxError as error:
             os._exit(error.errno or 1)
@@ -228,36 +275,39 @@ def unavailable() -> str | None:
 
 
 def enter(policy: Policy) -> list[str]:
-    """Sandbox the current process (which then runs the kernel); return what was not enforced."""
+    """Sandbox the current process (which then runs the kernel); return what was not enforced.
+    Isolated, the caller stays outside as the kernel's stand-in and never returns from here: its
+    child, the first process of a new PID namespace, returns and becomes the kernel."""
     missing = []
     try:
         os.setsid()  # its own process group: killing the kernel kills what it started
     except OSError:
         pass  # already a group leader (a launcher started with start_new_session)
+    uid = kernel_uid(os.getpid())  # the pid the grader knows, not the namespace's 1
     isolated = False
     if policy.isolate and os.geteuid() == 0:
         try:
-            _call("unshare", CLONE_NEWNS | CLONE_NEWNET)
-            _isolate_files(policy)
+            _call("unshare", NAMESPACES)
             isolated = True
         except SandboxError as error:
-            missing.append(f"no private file view or network ({error.strerror})")
+            missing.append(f"no namespaces of its own ({error.strerror})")
     elif policy.isolate:
-        missing.append("no private file view, network or own uid (the grader is not root)")
-    uid = kernel_uid(os.getpid())
+        missing.append("no private file view, namespaces or own uid (the grader is not root)")
     if isolated:
-        for folder in (policy.workdir, policy.private):
+        kernel = os.fork()
+        if kernel:
+            _stand_in(kernel)
+        for folder in {policy.private, policy.workdir}:
             for path in [folder, *(str(p) for p in Path(folder).rglob("*"))]:
                 os.lchown(path, uid, uid)
+        _build_root(policy)
     _apply_limits(policy.limits)
     _call("prctl", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)  # no setuid binary gives rights back
     if isolated:
         os.setgroups([])
         os.setgid(uid)
         os.setuid(uid)
-        # The cwd still pointed into the covered tree, where ../.. reaches what is hidden; enter
-        # the working copy again through the new view.
-        os.chdir(policy.workdir)
+        _call("prctl", PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # after setuid, which clears it
     home = policy.private
     os.environ.update(
         HOME=home,
