@@ -1,119 +1,83 @@
-"""What student code may do: a static scan of every cell a student could have changed.
+"""What student code may not touch: a static scan for handles on the interpreter and the OS.
 
-Student code runs in the grader's kernel, next to the checks that grade it. The scan keeps it to
-the plain Python and PyTorch an exercise needs, so that it has no handle on the grading machinery:
+Hidden tests are judged outside the student's kernel (`course.grading.probes`), so nothing a
+student's code does to torch, to the lesson's helpers or to its own objects can earn a point. What
+is left to refuse is what no answer in this course needs and what would reach past the kernel:
+the operating system (files, processes, sockets, signals), the interpreter's own machinery
+(frames, code objects, the import system, the garbage collector, the shell) and the kernel's
+link to the grader. The scan refuses those however they are reached: an import, an attribute of
+another module (``torch.os``, ``dataclasses.sys``), a string naming them (``getattr(m, "os")``),
+``getattr`` with a name computed at run time, or a special attribute that leads to them
+(``__globals__``, ``__subclasses__``). Everything else an honest student writes is allowed:
+``__future__`` imports, decorators and ``functools.wraps``, context managers, enums, classes with
+special methods, ``setattr`` with a plain name, private attributes such as ``module._parameters``,
+``%timeit`` and ``obj?`` lines. The sandbox (`course.grading.sandbox`) is the wall behind it.
 
-- no reflection or dynamic code (``exec``, ``eval``, ``setattr``, ``globals``, ``__dict__``, dunder
-  and private attributes, frame and code objects), no IPython magics or shell escapes;
-- imports only from an allow-list (torch, math, collections, ...; not os, sys, IPython, course);
-- no writing attributes of anything but tensors' ``grad``/``data``/``requires_grad`` and
-  ``self`` (so no ``torch.allclose = ...``, however the module was reached), no rebinding of a
-  name the lesson's locked cells define (``expect_close = ...``);
-- no tensor subclasses, metaclasses or special methods (``__eq__``, ``__torch_function__``)
-  through which a returned value could answer a check; no global PyTorch switches or hooks.
-
-It is an allow-list where it can be (imports, attribute writes), so tricks nobody wrote down are
-refused too; what remains is checked at run time by `course.grading.guard`. A finding withholds the
-notebook's automatic points for the instructor to review; it never crashes grading.
+A finding withholds the notebook's automatic points for the instructor to review, and names the
+cell and line in plain words; it never crashes grading.
 """
 
 from __future__ import annotations
 
 import ast
-import builtins
 from dataclasses import dataclass
 
 from IPython.core.inputtransformer2 import TransformerManager
 
-ALLOWED_MODULES = {
-    "torch",
-    "math",
-    "cmath",
-    "random",
-    "itertools",
-    "functools",
-    "collections",
-    "typing",
-    "dataclasses",
-    "copy",
-    "operator",
-    "numbers",
-    "statistics",
-    "time",
-    "warnings",
-    "numpy",
-    "fractions",
-    "decimal",
-    "heapq",
-    "bisect",
-    "enum",
-    "abc",
-    "string",
-    "re",
-}
-DENIED_SUBMODULES = {
-    "torch.overrides",
-    "torch.library",
-    "torch.utils",
-    "torch.testing._internal",
-    "torch.multiprocessing",
-    "torch.hub",
-    "numpy.ctypeslib",
-    "numpy.lib",
+# Modules that are handles on the OS, the interpreter or the kernel (and their submodules).
+DENIED_MODULES = {
+    # the operating system
+    "os", "posix", "pathlib", "io", "shutil", "tempfile", "glob", "fnmatch", "socket", "ssl",
+    "select", "selectors", "signal", "subprocess", "pty", "tty", "fcntl", "mmap", "resource",
+    "multiprocessing", "concurrent", "asyncio", "threading", "sqlite3", "urllib", "http",
+    "ftplib", "smtplib", "webbrowser", "zipfile", "tarfile", "shelve", "dbm", "atexit",
+    # the interpreter
+    "sys", "builtins", "gc", "inspect", "importlib", "pkgutil", "runpy", "zipimport", "ctypes",
+    "cffi", "types", "code", "codeop", "dis", "marshal", "pickle", "copyreg", "dill",
+    "cloudpickle", "traceback", "linecache", "pdb", "bdb", "trace", "tracemalloc", "faulthandler",
+    "sysconfig", "site", "weakref",
+    # the kernel and the grader
+    "IPython", "ipykernel", "jupyter_client", "jupyter_core", "zmq", "traitlets", "nbgrader",
+    "nbformat", "nbclient", "nbconvert", "course", "ipywidgets", "comm",
+    # parts of torch and numpy that load code or native libraries
+    "torch.utils.cpp_extension", "torch.hub", "torch.package", "torch.multiprocessing",
+    "torch.serialization", "torch._dynamo", "numpy.ctypeslib", "numpy.lib.format",
 }
 DENIED_NAMES = {
-    "exec",
-    "eval",
-    "compile",
-    "__import__",
-    "globals",
-    "locals",
-    "vars",
-    "setattr",
-    "delattr",
-    "open",
-    "breakpoint",
-    "get_ipython",
-    "__builtins__",
-    "builtins",
+    "exec": "runs code given as text",
+    "eval": "runs code given as text",
+    "compile": "makes code objects",
+    "__import__": "imports modules by name",
+    "globals": "reads the notebook's namespace directly",
+    "locals": "reads a namespace directly",
+    "vars": "reads objects' namespaces directly",
+    "open": "opens files",
+    "breakpoint": "starts the debugger",
+    "get_ipython": "reaches the kernel's shell",
+    "__builtins__": "reaches the interpreter's builtins",
 }
-# Attributes that give a handle on frames, code, the interpreter or global behaviour.
-DENIED_ATTRIBUTE_PREFIXES = ("f_", "gi_", "cr_", "ag_", "tb_", "co_")
+# Attributes (never needed here) that lead to frames, code, module namespaces or every class.
 DENIED_ATTRIBUTES = {
-    "overrides",
-    "library",
-    "update_wrapper",
-    "wraps",
-    "set_default_dtype",
-    "set_default_device",
-    "set_default_tensor_type",
-    "use_deterministic_algorithms",
-    "register_module_forward_hook",
-    "register_module_forward_pre_hook",
-    "register_module_backward_hook",
-    "register_module_full_backward_hook",
-    "register_module_full_backward_pre_hook",
-    "register_module_buffer_registration_hook",
-    "register_module_module_registration_hook",
-    "register_module_parameter_registration_hook",
-    "saved_tensors_hooks",
-    "disable_saved_tensors_hooks",
-    "register_multi_grad_hook",
-    "attrgetter",
-    "methodcaller",
+    "__globals__", "__builtins__", "__subclasses__", "__code__", "__closure__", "__func__",
+    "__self__", "__dict__", "__getattribute__", "__reduce__", "__reduce_ex__", "__import__",
+    "__loader__", "__spec__", "__mro__", "__bases__", "__base__", "__traceback__", "__frame__",
+    "__defaults__", "__kwdefaults__", "__objclass__", "__setstate__", "__getstate__",
+    "__init_subclass__", "__subclasshook__", "__class_getitem__", "__set_name__",
+    "f_back", "f_globals", "f_locals", "f_builtins", "f_code", "f_trace", "tb_frame", "tb_next",
+    "gi_frame", "gi_code", "cr_frame", "cr_code", "ag_frame", "ag_code", "with_traceback",
+    "_getframe", "_current_frames", "load_library", "set_eval_frame", "eval_frame",
+    "load", "ctypeslib",
 }
-ALLOWED_DUNDERS = {"__init__", "__name__"}
-WRITABLE_ATTRIBUTES = {"grad", "data", "requires_grad"}
-ALLOWED_BASES = {
-    "object",
-    "Exception",
-    "ValueError",
-    "TypeError",
-    "KeyError",
-    "RuntimeError",
-    "Module",
-    "NamedTuple",
-}
+DENIED_ATTRIBUTE_PREFIXES = ("co_",)
+# Strings that name a way out (``getattr(torch, "os")``, ``"{0.__globals__}".format(f)``).
+DENIED_STRINGS = {"os", "sys", "builtins", "gc", "inspect", "importlib", "subprocess", "ctypes",
+                  "pickle", "marshal", "posix", "IPython", "course"}
+# operator's callables that reach attributes by name: the names must be literals. (getattr,
+# setattr and delattr may take computed names: the kernel's are gated, `course.grading.guard`.)
+BY_NAME = {"attrgetter", "methodcaller"}
+# IPython line and cell magics an answer may keep (timing, help, listing variables).
+ALLOWED_MAGICS = {"timeit", "time", "pinfo", "pinfo2", "who", "whos", "who_ls", "matplotlib"}
+CODE_MAGICS = {"timeit", "time"}  # their argument is code, scanned like the rest
 
 
 @dataclass(frozen=True)
@@ -126,215 +90,143 @@ class Finding:
         return f"cell {self.cell + 1}, line {self.line}: {self.reason}"
 
 
-def _imported(node: ast.Import | ast.ImportFrom) -> dict[str, str]:
-    """Name -> what an import binds it to (``import numpy as np``: np -> numpy)."""
-    if isinstance(node, ast.Import):
-        return {
-            a.asname or a.name.split(".")[0]: a.name if a.asname else a.name.split(".")[0]
-            for a in node.names
-        }
-    return {a.asname or a.name: f"{node.module}.{a.name}" for a in node.names}
+def _denied_module(name: str) -> bool:
+    parts = name.split(".")
+    return any(".".join(parts[:n]) in DENIED_MODULES for n in range(1, len(parts) + 1))
 
 
-def bound_names(source: str) -> dict[str, str | None]:
-    """The modules, functions and classes a (trusted) cell binds at the top level, with the module
-    path an import binds them to (None for defs and classes). Plain variables are not the
-    grading machinery: a student may reuse ``x``."""
-    try:
-        tree = ast.parse(TransformerManager().transform_cell(source))
-    except SyntaxError:
-        return {}
-    names: dict[str, str | None] = {}
-    for node in tree.body:
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            names.update(_imported(node))
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names[node.name] = None
-    return names
+def _denied_attribute(name: str) -> bool:
+    return name in DENIED_ATTRIBUTES or name in DENIED_MODULES or name.startswith(
+        DENIED_ATTRIBUTE_PREFIXES
+    )
 
 
-def _dotted(node: ast.AST) -> str | None:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        return ".".join([node.id, *reversed(parts)])
-    return None
+def _is_shell_call(node: ast.AST) -> bool:
+    """``get_ipython().<something>``: what IPython turns ``%``, ``!`` and ``?`` lines into."""
+    return (
+        isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Call)
+        and isinstance(node.value.func, ast.Name)
+        and node.value.func.id == "get_ipython"
+    )
 
 
 class _Scanner(ast.NodeVisitor):
-    def __init__(self, protected: dict[str, str | None]):
-        self.protected = protected
+    def __init__(self, magic_lines: bool):
         self.found: list[tuple[int, str]] = []
-        self.depth = 0  # > 0 inside a function, class or lambda: names bound there are local
-
-    def _nested(self, node: ast.AST) -> None:
-        self.depth += 1
-        self.generic_visit(node)
-        self.depth -= 1
-
-    visit_Lambda = visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _nested
+        self.magic_lines = magic_lines  # the cell's source has IPython syntax of its own
 
     def flag(self, node: ast.AST, reason: str) -> None:
         self.found.append((getattr(node, "lineno", 0), reason))
 
-    # -- imports
-    def _module(self, node: ast.AST, name: str) -> None:
-        top = name.split(".")[0]
-        if top not in ALLOWED_MODULES:
-            self.flag(node, f"imports {name} (only {', '.join(sorted(ALLOWED_MODULES))})")
-        elif any(name == d or name.startswith(d + ".") for d in DENIED_SUBMODULES) or any(
-            part.startswith("_") for part in name.split(".")
-        ):
-            self.flag(node, f"imports {name}")
-
-    def _bind_import(self, node: ast.Import | ast.ImportFrom) -> None:
-        for name, target in _imported(node).items():
-            if self.protected.get(name) != target:  # the same import again is harmless
-                self._bind(node, name)
-
     def visit_Import(self, node):
         for alias in node.names:
-            self._module(node, alias.name)
-        self._bind_import(node)
+            if _denied_module(alias.name):
+                self.flag(node, f"imports {alias.name}")
 
     def visit_ImportFrom(self, node):
         module = node.module or ""
         if node.level:
-            self.flag(node, "relative import")
-        self._module(node, module)
+            self.flag(node, "uses a relative import")
+        if _denied_module(module):
+            self.flag(node, f"imports from {module}")
+            return
         for alias in node.names:
-            if alias.name == "*":
-                self.flag(node, f"from {module} import *")
-            else:
-                self._module(node, f"{module}.{alias.name}")
-                self._attribute_name(node, alias.name)
-        self._bind_import(node)
-
-    # -- names
-    def _bind(self, node: ast.AST, name: str, anywhere: bool = False) -> None:
-        if name in self.protected and (anywhere or self.depth == 0):
-            self.flag(node, f"rebinds {name}, which the lesson's locked cells define")
+            if alias.name != "*" and (
+                _denied_module(f"{module}.{alias.name}") or _denied_attribute(alias.name)
+            ):
+                self.flag(node, f"imports {alias.name} from {module}")
 
     def visit_Name(self, node):
         if node.id in DENIED_NAMES:
-            self.flag(node, f"uses {node.id}")
-        elif node.id.startswith("__") and node.id not in ALLOWED_DUNDERS:
-            self.flag(node, f"uses {node.id}")
-        if isinstance(node.ctx, (ast.Store, ast.Del)):
-            self._bind(node, node.id)
-
-    def visit_Global(self, node):
-        for name in node.names:
-            self._bind(node, name, anywhere=True)
-
-    # -- attributes
-    def _attribute_name(self, node: ast.AST, name: str) -> None:
-        if name.startswith("__") and name.endswith("__"):
-            if name not in ALLOWED_DUNDERS:
-                self.flag(node, f"uses the special attribute {name}")
-        elif name.startswith("_"):
-            self.flag(node, f"uses the private attribute {name}")
-        elif name.startswith(DENIED_ATTRIBUTE_PREFIXES) or name in DENIED_ATTRIBUTES:
-            self.flag(node, f"uses {name}")
+            self.flag(node, f"uses {node.id}, which {DENIED_NAMES[node.id]}")
+        elif isinstance(node.ctx, ast.Store) and node.id.startswith("__"):
+            self.flag(node, f"assigns the special name {node.id}")
 
     def visit_Attribute(self, node):
-        self._attribute_name(node, node.attr)
-        if isinstance(node.ctx, (ast.Store, ast.Del)):
-            base = node.value
-            on_self = isinstance(base, ast.Name) and base.id == "self"
-            if node.attr not in WRITABLE_ATTRIBUTES and not on_self:
-                self.flag(
-                    node,
-                    f"writes the attribute {_dotted(node) or node.attr} "
-                    "(only .grad, .data, .requires_grad and self.<name> may be set)",
-                )
+        if _denied_attribute(node.attr):
+            self.flag(node, f"uses the attribute {node.attr}")
+        elif isinstance(node.ctx, (ast.Store, ast.Del)) and node.attr.startswith("__"):
+            self.flag(node, f"writes the special attribute {node.attr}")
         self.generic_visit(node)
+
+    def visit_Constant(self, node):
+        if not isinstance(node.value, str):
+            return
+        text = node.value.strip()
+        named = [a for a in DENIED_ATTRIBUTES if a.startswith("__") and a in text]
+        if named or text in DENIED_STRINGS or (text in DENIED_ATTRIBUTES and "_" in text):
+            self.flag(node, f"names {(named or [text])[0]!r} in a string")
 
     def visit_Call(self, node):
         func = node.func
-        if isinstance(func, ast.Name) and func.id == "getattr":
-            name = node.args[1] if len(node.args) > 1 else None
-            if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
-                self.flag(node, "getattr with a computed name")
-            else:
-                self._attribute_name(node, name.value)
-        if isinstance(func, ast.Name) and func.id == "type" and len(node.args) > 1:
-            self.flag(node, "creates a class with type(...)")
+        called = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+        if called in BY_NAME:
+            names = node.args[:1] if called == "methodcaller" else node.args
+            if not names or not all(
+                isinstance(n, ast.Constant) and isinstance(n.value, str) for n in names
+            ):
+                self.flag(node, f"{called} with an attribute name computed at run time")
+        elif called in ("setattr", "delattr") and len(node.args) > 1:
+            name = node.args[1]
+            if isinstance(name, ast.Constant) and str(name.value).startswith("__"):
+                self.flag(node, f"{called} on the special attribute {name.value}")
+        if _is_shell_call(func):
+            self._shell(node)
+            return
         self.generic_visit(node)
 
-    # -- definitions
-    def _function(self, node):
-        self._bind(node, node.name)
-        if node.name.startswith("__") and node.name not in ALLOWED_DUNDERS:
-            self.flag(node, f"defines the special method {node.name}")
-        self._nested(node)
+    def _shell(self, node: ast.Call) -> None:
+        """A ``%magic``, ``!command`` or ``obj?`` line, as IPython rewrote it."""
+        kind = node.func.attr
+        magic = node.args[0].value if node.args and isinstance(node.args[0], ast.Constant) else ""
+        if not self.magic_lines:
+            self.flag(node, "uses get_ipython, which reaches the kernel's shell")
+        elif kind in ("run_line_magic", "run_cell_magic") and magic in ALLOWED_MAGICS:
+            if magic in CODE_MAGICS:
+                for argument in node.args[1:]:
+                    if isinstance(argument, ast.Constant) and isinstance(argument.value, str):
+                        self._code(argument.value, node.lineno)
+        elif kind in ("system", "getoutput"):
+            self.flag(node, "runs a shell command (a ! line)")
+        else:
+            self.flag(node, f"uses the IPython magic %{magic or kind}")
 
-    visit_FunctionDef = visit_AsyncFunctionDef = _function
-
-    def visit_ClassDef(self, node):
-        self._bind(node, node.name)
-        for base in node.bases:
-            name = _dotted(base)
-            last = name.split(".")[-1] if name else None
-            if last not in ALLOWED_BASES or (name and name.split(".")[0] in DENIED_NAMES):
-                self.flag(
-                    base,
-                    f"subclasses {name or 'an expression'} "
-                    f"(only {', '.join(sorted(ALLOWED_BASES))})",
-                )
-        for keyword in node.keywords:
-            self.flag(keyword, f"class keyword {keyword.arg} (metaclass)")
-        self._nested(node)
+    def _code(self, source: str, line: int) -> None:
+        for _, reason in scan_source(source):
+            self.found.append((line, reason))
 
 
-def scan_source(
-    source: str, protected: dict[str, str | None] | None = None
-) -> list[tuple[int, str]]:
+def scan_source(source: str) -> list[tuple[int, str]]:
     """(line, reason) for each thing in one cell's code that student code may not do."""
     python = TransformerManager().transform_cell(source)
-    if "get_ipython()" in python and "get_ipython" not in source:
-        return [(1, "uses an IPython magic or shell command (% or !)")]
     try:
         tree = ast.parse(python)
     except SyntaxError:
         return []  # it fails when it runs, like any syntax error; nothing to withhold
-    scanner = _Scanner(protected or {})
+    magic_lines = python.strip() != source.strip() and "get_ipython" not in source
+    scanner = _Scanner(magic_lines)
     scanner.visit(tree)
     return sorted(set(scanner.found))
 
 
-def scan_notebook(
-    notebook, trusted_sources: set[str], protected: dict[str, str | None]
-) -> list[Finding]:
+def scan_notebook(notebook, trusted_sources: set[str]) -> list[Finding]:
     """Findings in every code cell whose source is not one of the trusted (locked or test)
     cells of the assignment's source: those are the cells a student wrote or changed."""
     findings = []
     for index, cell in enumerate(notebook.cells):
         if cell.cell_type != "code" or cell.source in trusted_sources:
             continue
-        findings += [
-            Finding(index, line, reason) for line, reason in scan_source(cell.source, protected)
-        ]
+        findings += [Finding(index, line, reason) for line, reason in scan_source(cell.source)]
     return findings
 
 
-def trusted_cells(source_notebook) -> tuple[set[str], dict[str, str | None]]:
-    """The sources of the locked and test cells of the assignment's own notebook, and the names
-    a student's cells must not rebind at the top level: what those cells define (the exercises'
-    own names excepted) and the builtins."""
-    trusted, defined, answers = set(), {}, set()
+def trusted_cells(source_notebook) -> set[str]:
+    """The sources of the locked and test cells of the assignment's own notebook."""
+    trusted = set()
     for cell in source_notebook.cells:
-        if cell.cell_type != "code":
-            continue
         meta = cell.metadata.get("nbgrader", {})
-        if meta.get("solution"):
-            answers |= set(bound_names(cell.source))
-        elif meta.get("locked") or meta.get("grade"):
-            trusted.add(cell.source)
-            defined.update(bound_names(cell.source))
-    protected = {name: None for name in dir(builtins)} | defined
-    for name in answers | DENIED_NAMES | {"_"}:
-        protected.pop(name, None)
-    return trusted, protected
+        if cell.cell_type == "code" and not meta.get("solution"):
+            if meta.get("locked") or meta.get("grade"):
+                trusted.add(cell.source)
+    return trusted

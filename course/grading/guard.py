@@ -19,7 +19,55 @@ import math
 import sys
 import types
 
+from .codescan import DENIED_ATTRIBUTES, DENIED_ATTRIBUTE_PREFIXES, DENIED_MODULES
+
 _baseline: dict[str, object] | None = None
+_getattr, _setattr, _delattr = builtins.getattr, builtins.setattr, builtins.delattr
+
+
+def _refused(name: object) -> bool:
+    return isinstance(name, str) and (
+        name in DENIED_ATTRIBUTES or name in DENIED_MODULES or name.startswith(DENIED_ATTRIBUTE_PREFIXES)
+    )
+
+
+def _gated_getattr(obj, name, *default):
+    """getattr for student code: a computed name may not reach what the static scan refuses."""
+    if _refused(name):
+        raise AttributeError(f"{name!r} is not available to graded code")
+    value = _getattr(obj, name, *default)
+    if isinstance(value, types.ModuleType) and _refused(value.__name__.split(".")[0]):
+        raise AttributeError(f"the module {value.__name__} is not available to graded code")
+    return value
+
+
+def _gated_setattr(obj, name, value):
+    if isinstance(name, str) and name.startswith("__"):
+        raise AttributeError(f"graded code may not set the special attribute {name}")
+    _setattr(obj, name, value)
+
+
+def _gated_delattr(obj, name):
+    if isinstance(name, str) and name.startswith("__"):
+        raise AttributeError(f"graded code may not delete the special attribute {name}")
+    _delattr(obj, name)
+
+
+class _Builtins(dict):
+    """The notebook's builtins: the interpreter's, with getattr, setattr and delattr gated.
+    Names IPython adds to the interpreter's builtins later (``get_ipython`` while a cell runs)
+    are looked up there."""
+
+    def __missing__(self, key):
+        return vars(builtins)[key]
+
+
+def _gate(namespace: dict) -> None:
+    """Give code compiled in ``namespace`` (the cells, and functions they define) the gated
+    builtins; torch's and the lesson's own modules keep the interpreter's."""
+    gated = _Builtins(vars(builtins))
+    gated.update(getattr=_gated_getattr, setattr=_gated_setattr, delattr=_gated_delattr)
+    namespace["__builtins__"] = gated
 
 
 def _entries(prefix: str, namespace: dict) -> dict[str, object]:
@@ -33,6 +81,7 @@ def _state() -> dict[str, object]:
     from torch.nn.modules import module
 
     import course.lesson.checks
+    import course.lesson.probes
 
     state: dict[str, object] = {}
     for name, namespace in [
@@ -44,6 +93,8 @@ def _state() -> dict[str, object]:
         ("builtins", vars(builtins)),
         ("math", vars(math)),
         ("course.lesson.checks", vars(course.lesson.checks)),
+        ("course.lesson.probes", vars(course.lesson.probes)),
+        ("course.grading.guard", {k: v for k, v in globals().items() if k != "_baseline"}),
     ]:
         state.update(_entries(name, namespace))
     state.update(
@@ -100,7 +151,14 @@ def _state() -> dict[str, object]:
 
 
 def snapshot() -> str:
+    """Called before the first cell a student could have written: gate the notebook's builtins
+    and record what the checks rely on."""
     global _baseline
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    if shell is not None:
+        _gate(shell.user_ns)
     _baseline = _state()
     return "ok"
 
