@@ -13,7 +13,8 @@ from pathlib import Path
 import nbformat
 from nbgrader.api import MissingEntry
 
-from .coursedir import Course, nbgrader_reason
+from .coursedir import Course, CourseError, nbgrader_reason
+from .probes import ReferenceError, cache_dir, expected_records
 from .jobs import Job, JobResult
 from .replay import replay_api
 from .runner import run_jobs
@@ -107,6 +108,22 @@ def check_submission_files(course: Course, assignment: str, student: str) -> str
             first = str(error).splitlines()[0][:120]
             return f"invalid notebook: {released.name} is not a valid notebook ({first})"
     return None
+
+
+def check_reference(course: Course, assignment: str) -> None:
+    """Make (or find, cached) the reference solution's records for the hidden tests
+    (`course.grading.probes`); raise `CourseError` if the reference fails its own tests."""
+    for source in sorted((course.root / "source" / assignment).glob("*.ipynb")):
+        try:
+            expected_records(source, cache_dir(course.root, assignment))
+        except ReferenceError as error:
+            raise CourseError(f"{error}: fix the source notebook before grading") from None
+        except Exception as error:  # the source notebook itself does not run
+            first = str(error).strip().splitlines()[-1][:300] if str(error).strip() else ""
+            raise CourseError(
+                f"{source} does not run with its reference solutions ({type(error).__name__}: "
+                f"{first}): fix it before grading"
+            ) from None
 
 
 def _scores(api, assignment: str, student: str) -> Outcome:
@@ -216,6 +233,7 @@ def grade(
     chosen = course.check_assignments(assignments)
     for assignment in chosen:  # before anything is touched
         course.check_released(assignment)
+        check_reference(course, assignment)
     api = course.api()
     if students is None:
         with api.gradebook as gb:

@@ -19,7 +19,7 @@ from nbgrader.preprocessors import Execute
 from traitlets import Bool, Float, Integer, Unicode
 
 from .codescan import scan_notebook, trusted_cells
-from .probes import collect_code, expected_records, failure_output, judge, read_records, split_hidden
+from .probes import cache_dir, collect_code, expected_records, failure_output, judge, read_records, split_hidden
 from .repair import source_notebook
 from .sandbox import Limits, kernel_uid, kill_uid, policy_for, session_cpu_seconds
 from .warm import Prefix, SandboxedKernelManager, prefix_file, prefix_sources
@@ -93,9 +93,15 @@ class GradingExecute(Execute):
         self._trusted, findings, lead = self._scan(nb, resources)
         self._expected = self._expected_records(resources)
         self._probes: list[tuple[int, str, str]] = []  # (cell index, grade id, hidden code)
+        self._in_test = False
         self._replay = self._matching_prefix(nb, resources, lead)
         self._deadline = time.monotonic() + self.total_timeout
         self._private = tempfile.mkdtemp(prefix="course-kernel-")
+        # The kernel works in an empty folder of its own, never in autograded/: nbgrader writes
+        # the executed notebook there afterwards, as root, and must not follow a link the
+        # student's code planted.
+        self._workdir = os.path.join(self._private, "work")
+        os.mkdir(self._workdir)
         self._cell_output_bytes = 0
         self._withheld = [str(f) for f in findings]
         self._guarding = False
@@ -124,8 +130,8 @@ class GradingExecute(Execute):
             self.log.warning("no source notebook at %s: student code is not scanned", source)
             return set(), [], []
         original = nbformat.read(source, as_version=4)
-        trusted, protected = trusted_cells(original)
-        return trusted, scan_notebook(nb, trusted, protected), prefix_sources(original)
+        trusted = trusted_cells(original)
+        return trusted, scan_notebook(nb, trusted), prefix_sources(original)
 
     def _expected_records(self, resources) -> dict[str, list[dict]]:
         """The reference's probe records for this notebook (`course.grading.probes`), computed
@@ -134,8 +140,7 @@ class GradingExecute(Execute):
         if not source.is_file():
             return {}
         assignment = (resources or {}).get("nbgrader", {}).get("assignment", "")
-        cache = Path(self.course_root or os.getcwd()) / ".course" / "expected" / assignment
-        return expected_records(source, cache)
+        return expected_records(source, cache_dir(Path(self.course_root or os.getcwd()), assignment))
 
     def _leading_code(self, nb, count: int) -> list[int]:
         return [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.source.strip()][
@@ -210,6 +215,7 @@ class GradingExecute(Execute):
         return {index: position for position, index in enumerate(leading)}
 
     async def async_start_new_kernel(self, **kwargs):
+        kwargs["cwd"] = self._workdir
         try:
             await super().async_start_new_kernel(**kwargs)
         except Exception as error:
@@ -228,14 +234,13 @@ class GradingExecute(Execute):
 
     def create_kernel_manager(self):
         km = super().create_kernel_manager()
-        workdir = self.resources.get("metadata", {}).get("path") or os.getcwd()
         km.transport = "ipc"  # Unix sockets: the kernel has no network
         km.ip = os.path.join(self._private, "ipc")
         km.connection_file = os.path.join(self._private, "kernel.json")
         km.zygote = self._zygote or ""
         km.policy = policy_for(
             Path(self.course_root or os.getcwd()),
-            Path(workdir),
+            Path(self._workdir),
             Path(self._private),
             Limits(memory_mb=self.memory_mb, cpu_seconds=self.total_timeout + 60),
             self.isolate,
@@ -271,6 +276,7 @@ class GradingExecute(Execute):
             self._guarding = True  # the first cell a student could have written
             if (answer := run_sync(self._guard)("snapshot")) != "ok":
                 self._withheld.append(answer)
+        self._in_test = bool(test)
         source = cell.source
         visible, hidden = split_hidden(source) if test else (source, "")
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
@@ -400,6 +406,11 @@ class GradingExecute(Execute):
                 )
             )
             return None
+        content = msg.get("content", {})
+        if msg.get("msg_type") == "stream" and content.get("name") == "stderr" and self._in_test:
+            # nbgrader scores a test cell with any stderr as 0: a warning an honest answer
+            # prints (torch's UserWarnings) is shown, as stdout, and costs nothing.
+            msg = {**msg, "content": {**content, "name": "stdout"}}
         return super().output(outs, msg, display_id, cell_index)
 
     async def _async_check_alive(self) -> None:

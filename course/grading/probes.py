@@ -240,6 +240,12 @@ def _run_reference(source: Path) -> dict[str, list[dict]]:
     return records
 
 
+def cache_dir(course_root: Path, assignment: str) -> Path:
+    """Where the reference's records of an assignment are kept: in the course folder, which no
+    kernel can see (`course.grading.sandbox`)."""
+    return Path(course_root) / ".course" / "expected" / assignment
+
+
 def expected_records(source: Path, cache: Path) -> dict[str, list[dict]]:
     """The reference's records for every test cell of ``source``, by grade id: computed once per
     version of the source notebook (and of torch) and kept under ``cache``."""
