@@ -1,6 +1,6 @@
-"""The static scan of student code (course.grading.codescan): every correct answer passes it;
-every way of reaching for the grading machinery we could think of is found, each with a reason a
-reviewer can read."""
+"""The static scan of student code (course.grading.codescan): every honest answer passes it, in
+any style; every handle on the interpreter or the OS is found, however it is reached, with a
+reason a student can read."""
 
 from __future__ import annotations
 
@@ -10,122 +10,124 @@ import pytest
 from course.grading.codescan import scan_notebook, scan_source, trusted_cells
 from course_testing import CONTRACT, REPO
 
-
-def _protected(assignment: str = "01_requires_grad"):
-    source = REPO / "source" / assignment / f"{assignment}.ipynb"
-    return trusted_cells(nbformat.read(source, as_version=4))
+HONEST = sorted((REPO / "fixtures" / "honest").glob("*/*/*.py"))
 
 
 @pytest.mark.parametrize(
     "answer",
-    sorted((REPO / "fixtures" / "answers").glob("*/*/*.py")),
-    ids=lambda p: f"{p.parts[-3]}/{p.parts[-2]}/{p.stem}",
+    HONEST + sorted((REPO / "fixtures" / "answers").glob("*/*/*.py")),
+    ids=lambda p: f"{p.parts[-4]}/{p.parts[-3]}/{p.parts[-2]}/{p.stem}",
 )
-def test_every_answer_fixture_passes(answer):
-    """Correct or wrong, an honest answer is never flagged: being wrong is not tampering."""
-    _, protected = _protected(answer.parts[-3])
-    assert scan_source(answer.read_text(), protected) == []
+def test_every_honest_or_merely_wrong_answer_passes(answer):
+    """Being wrong is not tampering, and no style is: __future__, %timeit, obj?, wraps,
+    contextlib, enums, __repr__, setattr with a plain name, module._parameters, _foreach_*."""
+    assert scan_source(answer.read_text()) == []
+
+
+def test_the_honest_corpus_is_the_one_the_issue_measured():
+    assert len(HONEST) >= 40
+    styles = " ".join(p.read_text() for p in HONEST)
+    for style in ("from __future__", "%timeit", "contextlib", "wraps", "__repr__", "setattr(",
+                  "_parameters", "_foreach_", "enum", "methodcaller", "__class__"):
+        assert style in styles, f"the corpus has no answer using {style}"
 
 
 @pytest.mark.parametrize("assignment", sorted(CONTRACT))
 def test_the_lessons_own_cells_are_trusted(assignment):
     source = nbformat.read(REPO / "source" / assignment / f"{assignment}.ipynb", as_version=4)
-    trusted, protected = trusted_cells(source)
-    assert scan_notebook(source, trusted, protected) == []
-    assert {"torch", "expect", "expect_close", "print", "isinstance"} <= set(protected)
-    assert not set(CONTRACT[assignment]) & set(protected), "the exercises' names are the student's"
+    trusted = trusted_cells(source)
+    assert trusted and scan_notebook(source, trusted) == []
 
 
-ATTACKS = {
-    "patch torch": ("torch.allclose = lambda *a, **k: True", "writes the attribute torch.allclose"),
-    "patch through an alias": (
-        "t = torch\nt.equal = lambda *a: True",
-        "writes the attribute t.equal",
-    ),
-    "patch a method": ("torch.Tensor.sub = lambda *a: 0", "writes the attribute torch.Tensor.sub"),
-    "patch a check helper": ("import course.lesson.checks", "imports course.lesson.checks"),
-    "rebind a check helper": ("expect_close = lambda *a, **k: None", "rebinds expect_close"),
-    "rebind a builtin": ("isinstance = lambda *a: True", "rebinds isinstance"),
-    "rebind from a function": ("def f():\n    global expect\n    expect = print", "rebinds expect"),
-    "rebind by import": ("from math import isclose as expect_close", "rebinds expect_close"),
-    "input transformer": (
-        "get_ipython().input_transformers_cleanup.append(str.upper)",
-        "uses get_ipython",
-    ),
-    "magic": ("%load_ext cheat", "IPython magic or shell command"),
-    "shell escape": ("!cp /dev/null gradebook.db", "IPython magic or shell command"),
-    "os": ("import os\nos.system('true')", "imports os"),
-    "dynamic import": ("m = __import__('o' + 's')", "uses __import__"),
-    "exec": ("exec('torch.allclose = len')", "uses exec"),
-    "computed getattr": ("getattr(torch, 'all' + 'close')", "getattr with a computed name"),
-    "private torch": ("torch._C._set_grad_enabled(False)", "private attribute _C"),
-    "dunder escape": ("().__class__.__base__.__subclasses__()", "special attribute __class__"),
-    "frame walk": ("def g():\n    yield\nf = g().gi_frame.f_back", "uses gi_frame"),
-    "tensor subclass": ("class T(torch.Tensor):\n    pass", "subclasses torch.Tensor"),
-    "special method": (
-        "class A:\n    def __eq__(self, other):\n        return True",
-        "defines the special method __eq__",
-    ),
-    "type() class": ("T = type('T', (torch.Tensor,), {})", "creates a class with type"),
-    "metaclass": ("class A(metaclass=abc.ABCMeta):\n    pass", "metaclass"),
-    "update_wrapper": (
-        "import functools\nfunctools.update_wrapper(torch, object)",
-        "uses update_wrapper",
-    ),
-    "torch function mode": ("import torch.overrides", "imports torch.overrides"),
-    "global module hook": (
-        "torch.nn.modules.module.register_module_forward_hook(print)",
-        "uses register_module_forward_hook",
-    ),
-    "default dtype": ("torch.set_default_dtype(torch.float64)", "uses set_default_dtype"),
-    "read a file": ("open('../../source/x.ipynb').read()", "uses open"),
+# Each reaches the interpreter or the OS; the reason names what it used.
+REFUSED = {
+    "import os": ("import os\nos.system('true')", "imports os"),
+    "from-import": ("from subprocess import run", "imports from subprocess"),
+    "submodule of a denied module": ("import importlib.util", "imports importlib.util"),
+    "os as an attribute of torch": ("torch.os.listdir('/')", "uses the attribute os"),
+    "sys as an attribute of another module": ("import dataclasses\ndataclasses.sys", "attribute sys"),
+    "builtins through a module": ("import dataclasses\ndataclasses.builtins.exec", "builtins"),
+    "inspect through a module": ("import dataclasses\ndataclasses.inspect.stack()", "inspect"),
+    "from-import of a module attribute": ("from torch import os", "imports os from torch"),
+    "getattr naming a module": ("getattr(torch, 'os')", "names 'os' in a string"),
+    "getattr naming a special attribute": ("getattr(f, '__globals__')", "'__globals__'"),
+    "format string reaching attributes": ("'{0.__globals__}'.format(f)", "'__globals__'"),
+    "setattr of a special attribute": ("setattr(f, '__code__', g)", "special attribute __code__"),
+    "writing a special attribute": ("f.__class__ = int", "writes the special attribute"),
+    "code object": ("f.__code__", "__code__"),
+    "every class": ("().__class__.__base__.__subclasses__()", "__base__"),
+    "frames from a generator": ("def g():\n    yield\nf = g().gi_frame.f_back", "gi_frame"),
+    "frames from a traceback": ("try:\n    1/0\nexcept Exception as e:\n    e.__traceback__", "__traceback__"),
+    "code attributes": ("f.__code__.co_consts", "co_consts"),
+    "exec": ("exec('1')", "uses exec"),
+    "eval": ("eval('1')", "uses eval"),
+    "dynamic import": ("__import__('o' + 's')", "uses __import__"),
+    "open": ("open('/etc/passwd').read()", "uses open"),
     "globals": ("globals()['expect'] = print", "uses globals"),
+    "vars of a module": ("vars(torch)['os']", "uses vars"),
+    "the builtins name": ("__builtins__['exec']", "__builtins__"),
+    "assigning a special name": ("__name__ = 'torch'", "assigns the special name"),
+    "the shell": ("get_ipython().run_cell('1')", "uses get_ipython"),
+    "a shell escape": ("!cp /dev/null gradebook.db", "runs a shell command"),
+    "a shell escape into a name": ("x = !ls", "runs a shell command"),
+    "a magic that loads code": ("%load_ext cheat", "uses the IPython magic %load_ext"),
+    "a cell magic running bash": ("%%bash\nls", "uses the IPython magic %bash"),
+    "code inside %timeit": ("%timeit import os", "imports os"),
+    "pickle through torch.load": ("torch.load(b, weights_only=False)", "uses the attribute load"),
+    "attrgetter with a computed name": ("import operator\noperator.attrgetter('o' + 's')(torch)",
+                                        "attrgetter with an attribute name computed"),
+    "the course package": ("import course.lesson.checks", "imports course.lesson.checks"),
+    "IPython": ("from IPython import get_ipython", "imports from IPython"),
+    "a relative import": ("from . import x", "relative import"),
+    "ctypes": ("import ctypes\nctypes.string_at(0)", "imports ctypes"),
+    "gc": ("import gc\ngc.get_objects()", "imports gc"),
+    "threads": ("import threading", "imports threading"),
 }
 
 
-@pytest.mark.parametrize("name", sorted(ATTACKS))
-def test_each_attack_is_found_with_its_reason(name):
-    code, reason = ATTACKS[name]
-    _, protected = _protected()
-    found = scan_source(code, protected)
-    assert found, f"{name} was not found"
-    assert any(reason in r for _, r in found), found
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_each_handle_is_refused_with_its_reason(name):
+    code, reason = REFUSED[name]
+    found = scan_source(code)
+    assert any(reason in r for _, r in found), f"{name}: {found}"
 
 
 ALLOWED = {
+    "a future import": "from __future__ import annotations",
     "tensor attributes": "def f(x):\n    x.grad = None\n    x.requires_grad = False\n    return x",
-    "a module of one's own": (
-        "class Net(torch.nn.Module):\n    def __init__(self):\n"
-        "        super().__init__()\n        self.layer = torch.nn.Linear(1, 1)"
-    ),
-    "local names shadowing builtins": (
-        "def f(values):\n    max = 0\n    input = values\n    return max"
-    ),
-    "the lesson's imports again": "import torch\nimport math",
-    "getattr with a plain name": "getattr(torch, 'float32')",
-    "no_grad as a context": "def f(m, x):\n    with torch.no_grad():\n        return m(x)",
+    "setattr with a plain name": "setattr(p, 'requires_grad', False)",
+    "getattr with a computed name (gated at run time)": "getattr(model, name)",
+    "reduce over getattr": "import functools\nfunctools.reduce(getattr, 'a.b'.split('.'), m)",
+    "patching torch (judged outside the kernel: it earns nothing)": "torch.allclose = print",
+    "a helper named like the lesson's": "def f(x):\n    return x * 2\nmlp = None",
+    "special methods": "class A:\n    def __repr__(self):\n        return 'A'\n    def __eq__(self, o):\n        return True",
+    "class of an object": "type(x).__name__ + x.__class__.__name__",
+    "a str enum": "import enum\nclass Health(str, enum.Enum):\n    OK = 'ok'",
+    "contextlib and wraps": "import contextlib, functools\n@contextlib.contextmanager\ndef c():\n    yield\nfunctools.wraps(print)",
+    "private attributes": "m._parameters\ntorch._foreach_zero_([])",
+    "methodcaller with a literal": "import operator\noperator.methodcaller('numel')",
+    "%timeit and help lines": "%timeit -n1 sum([1])\nx = 1\nx?",
     "a syntax error": "def f(:\n",  # fails when it runs; nothing to withhold
 }
 
 
 @pytest.mark.parametrize("name", sorted(ALLOWED))
 def test_ordinary_code_is_not_flagged(name):
-    _, protected = _protected()
-    assert scan_source(ALLOWED[name], protected) == []
+    assert scan_source(ALLOWED[name]) == []
 
 
 def test_only_cells_that_differ_from_the_source_are_scanned():
     source = nbformat.read(
         REPO / "source" / "01_requires_grad" / "01_requires_grad.ipynb", as_version=4
     )
-    trusted, protected = trusted_cells(source)
+    trusted = trusted_cells(source)
     nb = nbformat.v4.new_notebook(
         cells=[
             nbformat.v4.new_code_cell(next(iter(trusted))),  # a locked cell, as released
-            nbformat.v4.new_markdown_cell("torch.allclose = None"),  # prose never runs
-            nbformat.v4.new_code_cell("x = 1\ntorch.allclose = None"),
+            nbformat.v4.new_markdown_cell("import os"),  # prose never runs
+            nbformat.v4.new_code_cell("x = 1\nimport os"),
         ]
     )
-    findings = scan_notebook(nb, trusted, protected)
+    findings = scan_notebook(nb, trusted)
     assert [(f.cell, f.line) for f in findings] == [(2, 2)]
-    assert str(findings[0]).startswith("cell 3, line 2: writes the attribute torch.allclose")
+    assert str(findings[0]) == "cell 3, line 2: imports os"

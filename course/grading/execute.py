@@ -8,6 +8,7 @@ import copy
 import os
 import queue
 import shutil
+import socket
 import tempfile
 import time
 from pathlib import Path
@@ -25,6 +26,7 @@ from .sandbox import Limits, kernel_uid, kill_uid, policy_for, session_cpu_secon
 from .warm import Prefix, SandboxedKernelManager, prefix_file, prefix_sources
 
 GUARD = "__import__('course.grading.guard').grading.guard"
+GUARD_TIMEOUT = 60.0  # seconds (wall clock) for the tripwire's answer
 WITHHELD = "GradingWithheld"
 
 
@@ -105,6 +107,7 @@ class GradingExecute(Execute):
         self._cell_output_bytes = 0
         self._withheld = [str(f) for f in findings]
         self._guarding = False
+        self._guard_listener = self._guard_channel = None
         self._kernel_uid = None
         self._cpu_limit = self._stuck = None
         try:
@@ -114,6 +117,9 @@ class GradingExecute(Execute):
                 raise CellTimeLimit(self._stuck) from None
             raise
         finally:
+            for end in (self._guard_channel, self._guard_listener):
+                if end is not None:
+                    end.close()
             if self._kernel_uid is not None:  # what the kernel left running dies with it
                 kill_uid(self._kernel_uid)
             shutil.rmtree(self._private, ignore_errors=True)
@@ -184,16 +190,41 @@ class GradingExecute(Execute):
                 }
             )
 
-    async def _guard(self, call: str) -> str:
-        """Run ``guard.<call>`` in the kernel, outside any cell; return its answer."""
-        msg_id = self.kc.execute(
-            "", silent=True, store_history=False, user_expressions={"guard": f"{GUARD}.{call}()"}
-        )
+    async def _guard_start(self) -> str:
+        """Start the tripwire (`course.grading.guard.start`) before any student code runs; it
+        answers on a Unix socket of the grader's, never through the notebook's namespace."""
+        path = os.path.join(self._private, "guard.sock")
+        self._guard_listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._guard_listener.bind(path)
+        os.chmod(path, 0o666)  # the kernel's own uid connects
+        self._guard_listener.listen(1)
+        self._guard_listener.settimeout(GUARD_TIMEOUT)
+        msg_id = self.kc.execute(f"{GUARD}.start({path!r})", silent=True, store_history=False)
         reply = await self.async_wait_for_reply(msg_id)
-        answer = (reply or {}).get("content", {}).get("user_expressions", {}).get("guard", {})
-        if answer.get("status") != "ok":
-            return f"the tripwire could not run ({answer.get('ename', 'no reply')})"
-        return answer["data"]["text/plain"].strip("'\"")
+        if (reply or {}).get("content", {}).get("status") != "ok":
+            content = (reply or {}).get("content", {})
+            return f"the tripwire could not start ({content.get('ename', 'no reply')})"
+        try:
+            channel, _ = self._guard_listener.accept()
+        except OSError:
+            return "the tripwire did not connect"
+        channel.settimeout(GUARD_TIMEOUT)
+        self._guard_channel = channel.makefile("rwb", buffering=0)
+        return self._guard_answer()
+
+    def _guard_answer(self) -> str:
+        try:
+            line = self._guard_channel.readline(64 * 1024)
+        except OSError:
+            line = b""
+        return line.decode(errors="replace").strip() or "the tripwire did not answer"
+
+    def _guard_check(self) -> str:
+        try:
+            self._guard_channel.write(b"check\n")
+        except OSError:
+            return "the tripwire did not answer"
+        return self._guard_answer()
 
     def _matching_prefix(self, nb, resources, lead: list[str]) -> dict[int, int]:
         """Map cell index -> prefix position when the notebook's leading code cells are exactly
@@ -274,7 +305,7 @@ class GradingExecute(Execute):
         once the whole notebook has (`_judge_probes`)."""
         if not self._guarding and cell.source not in self._trusted:
             self._guarding = True  # the first cell a student could have written
-            if (answer := run_sync(self._guard)("snapshot")) != "ok":
+            if (answer := run_sync(self._guard_start)()) != "ok":
                 self._withheld.append(answer)
         self._in_test = bool(test)
         source = cell.source
@@ -289,7 +320,7 @@ class GradingExecute(Execute):
             cell.source = source
         self._widgets_after_prefix(index)
         if test and self._guarding and not self._withheld:
-            if (answer := run_sync(self._guard)("check")) != "ok":
+            if (answer := self._guard_check()) != "ok":
                 self._withheld.append(f"after test cell {index + 1}: {answer}")
         if test and self._withheld:  # an execute_result before the finding earns nothing
             cell.outputs.insert(0, _withheld_output(self._withheld))
@@ -304,7 +335,10 @@ class GradingExecute(Execute):
             if any(o.output_type == "error" for o in cell.outputs):
                 continue
             run = nbformat.v4.new_code_cell(collect_code(hidden))
-            self._execute(run, self.resources, index, store_history=False)
+            try:
+                self._execute(run, self.resources, index, store_history=False)
+            finally:
+                self.nb.cells[index] = cell  # nbclient puts the cell it ran in that place
             if problems := judge(read_records(run.outputs), self._expected[grade_id]):
                 cell.outputs.insert(0, failure_output(problems))
 

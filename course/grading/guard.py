@@ -1,27 +1,39 @@
 """A tripwire inside the grading kernel: has anything the checks rely on been changed?
 
-The grader (`course.grading.execute.GradingExecute`) calls `snapshot()` before the first cell a
-student could have written, and `check()` after every test cell, through the kernel protocol's
-user_expressions (never through a notebook cell). `check()` answers "ok" or names what changed:
+The grader (`course.grading.execute.GradingExecute`) calls `start()` before the first cell a
+student could have written, while nothing in the kernel has been touched yet: it gates the
+notebook's builtins, takes the baseline and answers the grader from a thread of its own, over a
+Unix socket the grader listens on. Question and answer never pass through anything student code
+could rebind (the user namespace, ``__import__``, display formatters, the shell). After every
+test cell the grader asks "check"; the answer is "ok" or names what changed:
 functions of torch, torch.Tensor, torch.nn.functional, torch.autograd, builtins and the course's
 check helpers; PyTorch's global switches, function/dispatch modes and module hooks; Python's
 trace, profile, display and exception hooks and import machinery; IPython's input and AST
 transformers, event callbacks and traceback display; and the imported helpers the lesson bound.
 
-It runs in the student's process, so it is a tripwire, not a wall: the static scan
-(`course.grading.codescan`) keeps student code from reaching what it would take to fool it.
+It also watches itself: this module's functions and their code objects (a function whose
+``__code__`` was swapped in place is still the same object). It runs in the student's process,
+so it is a tripwire, not a wall: the static scan (`course.grading.codescan`) keeps student code
+from reaching what it would take to fool it, and no point depends on it (hidden tests are judged
+outside the kernel, `course.grading.probes`).
 """
 
 from __future__ import annotations
 
 import builtins
 import math
+import socket
 import sys
+import threading
 import types
 
 from .codescan import DENIED_ATTRIBUTES, DENIED_ATTRIBUTE_PREFIXES, DENIED_MODULES
 
 _baseline: dict[str, object] | None = None
+# What the kernel itself sets anew for each request (and unsets between them), so they differ
+# between the snapshot (taken during a request) and a check (answered between requests). Student
+# code that changes them changes only how its own cells display.
+PER_REQUEST = {"get_ipython", "input", "exit", "quit", "display", "displayhook", "excepthook"}
 _getattr, _setattr, _delattr = builtins.getattr, builtins.setattr, builtins.delattr
 
 
@@ -90,7 +102,7 @@ def _state() -> dict[str, object]:
         ("torch.nn.functional", vars(F)),
         ("torch.autograd", vars(torch.autograd)),
         ("torch.nn.Module", vars(torch.nn.Module)),
-        ("builtins", vars(builtins)),
+        ("builtins", {k: v for k, v in vars(builtins).items() if k not in PER_REQUEST}),
         ("math", vars(math)),
         ("course.lesson.checks", vars(course.lesson.checks)),
         ("course.lesson.probes", vars(course.lesson.probes)),
@@ -112,8 +124,6 @@ def _state() -> dict[str, object]:
             ),
             "sys.trace": sys.gettrace(),
             "sys.profile": sys.getprofile(),
-            "sys.displayhook": sys.displayhook,
-            "sys.excepthook": sys.excepthook,
             "sys.meta_path": tuple(sys.meta_path),
             "sys.path_hooks": tuple(sys.path_hooks),
             "sys.modules": tuple(
@@ -150,6 +160,31 @@ def _state() -> dict[str, object]:
     return state
 
 
+def _with_code(state: dict[str, object]) -> dict[str, object]:
+    """Each Python function's code object too: swapping ``f.__code__`` keeps ``f`` itself."""
+    codes = {f"{k} code": v.__code__ for k, v in state.items() if isinstance(v, types.FunctionType)}
+    return {**state, **codes}
+
+
+def start(path: str) -> None:
+    """Take the baseline, then answer the grader over the Unix socket at ``path``: "ok" for the
+    snapshot, and the answer of `check` to every ``check`` line, one line each."""
+    channel = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    channel.connect(path)
+    stream = channel.makefile("rwb", buffering=0)
+
+    def answer(text: str) -> None:
+        stream.write(text.replace("\n", " ").encode() + b"\n")
+
+    def serve() -> None:
+        for line in stream:
+            if line.strip() == b"check":
+                answer(check())
+
+    answer(snapshot())
+    threading.Thread(target=serve, name="course-tripwire", daemon=True).start()
+
+
 def snapshot() -> str:
     """Called before the first cell a student could have written: gate the notebook's builtins
     and record what the checks rely on."""
@@ -159,7 +194,7 @@ def snapshot() -> str:
     shell = get_ipython()
     if shell is not None:
         _gate(shell.user_ns)
-    _baseline = _state()
+    _baseline = _with_code(_state())
     return "ok"
 
 
@@ -182,7 +217,7 @@ def check() -> str:
     """'ok', or what changed since the snapshot (at most ten of them)."""
     if _baseline is None:
         return "no snapshot was taken"
-    now = _state()
+    now = _with_code(_state())
     missing = object()
     changed = sorted(k for k in _baseline if not _unchanged(_baseline[k], now.get(k, missing)))
     changed += sorted(k for k in now if k.startswith("IPython shell") and k not in _baseline)
