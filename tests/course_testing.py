@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 
 from course import release
 from course.grading.coursedir import CONFIG_FILE, Course
+from course.submission import build_submission, write_submission
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -73,3 +75,92 @@ def copy_course(dest: Path, with_release: bool = False) -> Course:
     if with_release:  # regenerated, so the scratch gradebook knows the assignments' cells
         release.release(course, [])
     return course
+
+
+def cell_scores(course: Course, assignment: str, student: str) -> dict[str, float | None]:
+    """The gradebook's score of every autograded (code) cell of one submission, by grade id."""
+    with course.api().gradebook as gb:
+        submission = gb.find_submission(assignment, student)
+        return {
+            g.name: g.score
+            for nb in submission.notebooks
+            for g in nb.grades
+            if g.cell.cell_type == "code"
+        }
+
+
+def exercise_points(scores: dict[str, float | None], exercise: str) -> float:
+    """What the test cells of ``exercise`` (grade ids ``test_<exercise>...``) scored."""
+    return sum(v or 0 for k, v in scores.items() if k.startswith(f"test_{exercise}"))
+
+
+def corpus(folder: str) -> dict[str, dict[str, list[Path]]]:
+    """``fixtures/<folder>/<assignment>/<exercise>/*.py`` as assignment -> exercise -> files."""
+    found: dict[str, dict[str, list[Path]]] = {}
+    for path in sorted((REPO / "fixtures" / folder).glob("*/*/*.py")):
+        found.setdefault(path.parts[-3], {}).setdefault(path.parts[-2], []).append(path)
+    return found
+
+
+@dataclass
+class Attack:
+    """One file of fixtures/attacks (its README gives the format)."""
+
+    path: Path
+    assignment: str
+    header: str
+    answers: dict[str, str]  # answer cell grade id -> its new source
+    before: list[tuple[str, str]]  # (grade id, source of a new cell inserted before it)
+    end: list[str]  # sources of new cells at the end
+    files: dict[str, str]  # relative path -> content, beside the notebook
+    links: dict[str, str]  # relative path -> symlink target
+
+    @property
+    def name(self) -> str:
+        return self.path.stem
+
+
+def read_attack(path: Path) -> Attack:
+    attack = Attack(path, path.parts[-2], "", {}, [], [], {}, {})
+    sections = re.split(r"^# %% ", path.read_text(), flags=re.M)
+    attack.header = sections[0].strip()
+    for section in sections[1:]:
+        head, _, body = section.partition("\n")
+        kind, _, arg = head.strip().partition(" ")
+        body = body.rstrip("\n")
+        if kind == "cell":
+            attack.answers[arg] = body
+        elif kind == "before":
+            attack.before.append((arg, body))
+        elif kind == "end":
+            attack.end.append(body)
+        elif kind == "file":
+            attack.files[arg] = body + "\n"
+        elif kind == "symlink":
+            name, _, target = arg.partition(" -> ")
+            attack.links[name.strip()] = target.strip()
+        else:
+            raise ValueError(f"{path}: unknown section {head!r}")
+    return attack
+
+
+def write_attack(course: Course, student: str, attack: Attack) -> Path:
+    """Submit ``attack`` as ``student``: the release notebook with its cells, files and links."""
+    nb = build_submission(course, attack.assignment, attack.answers)
+    for grade_id, source in attack.before:
+        index = next(
+            i
+            for i, c in enumerate(nb.cells)
+            if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id
+        )
+        nb.cells.insert(index, nbformat.v4.new_code_cell(source))
+    nb.cells += [nbformat.v4.new_code_cell(source) for source in attack.end]
+    path = write_submission(course, student, attack.assignment, nb)
+    for name, content in attack.files.items():
+        (path.parent / name).parent.mkdir(parents=True, exist_ok=True)
+        (path.parent / name).write_text(content)
+    for name, target in attack.links.items():
+        link = path.parent / name
+        link.unlink(missing_ok=True)
+        link.symlink_to(target)
+    return path

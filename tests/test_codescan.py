@@ -27,8 +27,19 @@ def test_every_honest_or_merely_wrong_answer_passes(answer):
 def test_the_honest_corpus_is_the_one_the_issue_measured():
     assert len(HONEST) >= 40
     styles = " ".join(p.read_text() for p in HONEST)
-    for style in ("from __future__", "%timeit", "contextlib", "wraps", "__repr__", "setattr(",
-                  "_parameters", "_foreach_", "enum", "methodcaller", "__class__"):
+    for style in (
+        "from __future__",
+        "%timeit",
+        "contextlib",
+        "wraps",
+        "__repr__",
+        "setattr(",
+        "_parameters",
+        "_foreach_",
+        "enum",
+        "methodcaller",
+        "__class__",
+    ):
         assert style in styles, f"the corpus has no answer using {style}"
 
 
@@ -45,7 +56,10 @@ REFUSED = {
     "from-import": ("from subprocess import run", "imports from subprocess"),
     "submodule of a denied module": ("import importlib.util", "imports importlib.util"),
     "os as an attribute of torch": ("torch.os.listdir('/')", "uses the attribute os"),
-    "sys as an attribute of another module": ("import dataclasses\ndataclasses.sys", "attribute sys"),
+    "sys as an attribute of another module": (
+        "import dataclasses\ndataclasses.sys",
+        "attribute sys",
+    ),
     "builtins through a module": ("import dataclasses\ndataclasses.builtins.exec", "builtins"),
     "inspect through a module": ("import dataclasses\ndataclasses.inspect.stack()", "inspect"),
     "from-import of a module attribute": ("from torch import os", "imports os from torch"),
@@ -57,7 +71,10 @@ REFUSED = {
     "code object": ("f.__code__", "__code__"),
     "every class": ("().__class__.__base__.__subclasses__()", "__base__"),
     "frames from a generator": ("def g():\n    yield\nf = g().gi_frame.f_back", "gi_frame"),
-    "frames from a traceback": ("try:\n    1/0\nexcept Exception as e:\n    e.__traceback__", "__traceback__"),
+    "frames from a traceback": (
+        "try:\n    1/0\nexcept Exception as e:\n    e.__traceback__",
+        "__traceback__",
+    ),
     "code attributes": ("f.__code__.co_consts", "co_consts"),
     "exec": ("exec('1')", "uses exec"),
     "eval": ("eval('1')", "uses eval"),
@@ -74,8 +91,10 @@ REFUSED = {
     "a cell magic running bash": ("%%bash\nls", "uses the IPython magic %bash"),
     "code inside %timeit": ("%timeit import os", "imports os"),
     "pickle through torch.load": ("torch.load(b, weights_only=False)", "uses the attribute load"),
-    "attrgetter with a computed name": ("import operator\noperator.attrgetter('o' + 's')(torch)",
-                                        "attrgetter with an attribute name computed"),
+    "attrgetter with a computed name": (
+        "import operator\noperator.attrgetter('o' + 's')(torch)",
+        "attrgetter with an attribute name computed",
+    ),
     "the course package": ("import course.lesson.checks", "imports course.lesson.checks"),
     "IPython": ("from IPython import get_ipython", "imports from IPython"),
     "a relative import": ("from . import x", "relative import"),
@@ -100,10 +119,16 @@ ALLOWED = {
     "reduce over getattr": "import functools\nfunctools.reduce(getattr, 'a.b'.split('.'), m)",
     "patching torch (judged outside the kernel: it earns nothing)": "torch.allclose = print",
     "a helper named like the lesson's": "def f(x):\n    return x * 2\nmlp = None",
-    "special methods": "class A:\n    def __repr__(self):\n        return 'A'\n    def __eq__(self, o):\n        return True",
+    "special methods": (
+        "class A:\n    def __repr__(self):\n        return 'A'\n"
+        "    def __eq__(self, o):\n        return True"
+    ),
     "class of an object": "type(x).__name__ + x.__class__.__name__",
     "a str enum": "import enum\nclass Health(str, enum.Enum):\n    OK = 'ok'",
-    "contextlib and wraps": "import contextlib, functools\n@contextlib.contextmanager\ndef c():\n    yield\nfunctools.wraps(print)",
+    "contextlib and wraps": (
+        "import contextlib, functools\n@contextlib.contextmanager\ndef c():\n    yield\n"
+        "functools.wraps(print)"
+    ),
     "private attributes": "m._parameters\ntorch._foreach_zero_([])",
     "methodcaller with a literal": "import operator\noperator.methodcaller('numel')",
     "%timeit and help lines": "%timeit -n1 sum([1])\nx = 1\nx?",

@@ -14,8 +14,8 @@ import nbformat
 from nbgrader.api import MissingEntry
 
 from .coursedir import Course, CourseError, nbgrader_reason
-from .probes import ReferenceError, cache_dir, expected_records
 from .jobs import Job, JobResult
+from .probes import ReferenceError, cache_dir, expected_records
 from .replay import replay_api
 from .runner import run_jobs
 from .warm import WarmUp
@@ -89,8 +89,12 @@ def classify_failure(log: str) -> str:
 def check_submission_files(course: Course, assignment: str, student: str) -> str | None:
     """Why a submission cannot be graded as it is (missing or unreadable notebook), or None."""
     folder = course.root / "submitted" / student / assignment
+    if folder.is_symlink() or folder.parent.is_symlink():
+        return "invalid submission: the submission folder is a link, not a folder of its own"
     for released in sorted((course.root / "release" / assignment).glob("*.ipynb")):
         path = folder / released.name
+        if path.is_symlink():  # never follow it: it may point at the source or a classmate
+            return f"invalid submission: {released.name} is a link, not the notebook itself"
         if not path.is_file():
             found = ", ".join(sorted(p.name for p in folder.glob("*.ipynb"))) or "no notebook"
             return f"missing notebook: {released.name} is not in the submission (found: {found})"

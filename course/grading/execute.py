@@ -20,7 +20,15 @@ from nbgrader.preprocessors import Execute
 from traitlets import Bool, Float, Integer, Unicode
 
 from .codescan import scan_notebook, trusted_cells
-from .probes import cache_dir, collect_code, expected_records, failure_output, judge, read_records, split_hidden
+from .probes import (
+    cache_dir,
+    collect_code,
+    expected_records,
+    failure_output,
+    judge,
+    read_records,
+    split_hidden,
+)
 from .repair import source_notebook
 from .sandbox import Limits, kernel_uid, kill_uid, policy_for, session_cpu_seconds
 from .warm import Prefix, SandboxedKernelManager, prefix_file, prefix_sources
@@ -146,7 +154,9 @@ class GradingExecute(Execute):
         if not source.is_file():
             return {}
         assignment = (resources or {}).get("nbgrader", {}).get("assignment", "")
-        return expected_records(source, cache_dir(Path(self.course_root or os.getcwd()), assignment))
+        return expected_records(
+            source, cache_dir(Path(self.course_root or os.getcwd()), assignment)
+        )
 
     def _leading_code(self, nb, count: int) -> list[int]:
         return [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.source.strip()][

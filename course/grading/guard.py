@@ -27,7 +27,7 @@ import sys
 import threading
 import types
 
-from .codescan import DENIED_ATTRIBUTES, DENIED_ATTRIBUTE_PREFIXES, DENIED_MODULES
+from .codescan import DENIED_ATTRIBUTE_PREFIXES, DENIED_ATTRIBUTES, DENIED_MODULES
 
 _baseline: dict[str, object] | None = None
 # What the kernel itself sets anew for each request (and unsets between them), so they differ
@@ -39,7 +39,9 @@ _getattr, _setattr, _delattr = builtins.getattr, builtins.setattr, builtins.dela
 
 def _refused(name: object) -> bool:
     return isinstance(name, str) and (
-        name in DENIED_ATTRIBUTES or name in DENIED_MODULES or name.startswith(DENIED_ATTRIBUTE_PREFIXES)
+        name in DENIED_ATTRIBUTES
+        or name in DENIED_MODULES
+        or name.startswith(DENIED_ATTRIBUTE_PREFIXES)
     )
 
 

@@ -63,8 +63,9 @@ def prepare(job: Job) -> Course:
     copy = scratch / "submitted" / job.student / job.assignment
     copy.mkdir(parents=True)
     for name in sorted(wanted):
-        if (submitted / name).is_file():
-            shutil.copy2(submitted / name, copy / name)
+        path = submitted / name
+        if path.is_file() and not path.is_symlink():  # a link could point at anything
+            shutil.copy2(path, copy / name)
     return course
 
 

@@ -26,8 +26,10 @@ import nbformat
 import torch
 from nbclient import NotebookClient
 
-HIDDEN = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS[ \t]*\n(.*?)^[ \t]*### END HIDDEN TESTS[ \t]*\n?",
-                    re.MULTILINE | re.DOTALL)
+HIDDEN = re.compile(
+    r"^[ \t]*### BEGIN HIDDEN TESTS[ \t]*\n(.*?)^[ \t]*### END HIDDEN TESTS[ \t]*\n?",
+    re.MULTILINE | re.DOTALL,
+)
 FAILED = "HiddenTestFailed"
 CACHE_VERSION = "1"  # bump when the record format or the way records are made changes
 
@@ -84,15 +86,15 @@ def _short(value) -> str:
 
 def _describe(value) -> str:
     if isinstance(value, dict):
-        for kind in ("tensor", "list", "dict", "dtype", "object"):
-            if kind in value:
-                return {
-                    "tensor": f"a {value['tensor']} tensor of shape {tuple(value['shape'])}",
-                    "list": f"a {value.get('kind', 'list')} of {len(value['list'])}",
-                    "dict": "a dict",
-                    "dtype": str(value.get("dtype")),
-                    "object": f"an object of class {value['object']}",
-                }[kind]
+        if "tensor" in value:
+            return f"a {value['tensor']} tensor of shape {tuple(value.get('shape', ()))}"
+        if "list" in value:
+            return f"a {value.get('kind', 'list')} of {len(value['list'])}"
+        if "dict" in value:
+            return "a dict"
+        if "dtype" in value:
+            return str(value["dtype"])
+        return f"an object of class {value.get('object', '?')}"
     if isinstance(value, bool) or value is None:
         return repr(value)
     return f"{'an' if type(value).__name__ == 'int' else 'a'} {type(value).__name__} {value!r}"
@@ -115,7 +117,8 @@ def _values(got, want, rtol: float, atol: float) -> str | None:
     if bool(close.all()):
         return None
     index = int((~close).nonzero()[0])
-    return f"entry {index} (in row-major order) is {flat_got[index]:.6g}, expected {flat_want[index]:.6g}"
+    got, want = float(flat_got[index]), float(flat_want[index])
+    return f"entry {index} (in row-major order) is {got:.6g}, expected {want:.6g}"
 
 
 def _tensor_difference(got: dict, want: dict, rtol: float, atol: float) -> str | None:
@@ -162,8 +165,9 @@ def difference(got, want, rtol: float, atol: float, path: str = "") -> str | Non
         if set(got["dict"]) != set(want["dict"]):
             return f"{at}has the keys {sorted(got['dict'])}, expected {sorted(want['dict'])}"
         for key in want["dict"]:
-            if problem := difference(got["dict"][key], want["dict"][key], rtol, atol,
-                                     f"{path}[{key!r}]" if path else key):
+            if problem := difference(
+                got["dict"][key], want["dict"][key], rtol, atol, f"{path}[{key!r}]" if path else key
+            ):
                 return problem
         return None
     if isinstance(want, float) and type(got) is float:
@@ -179,8 +183,10 @@ def judge(got: list[dict] | None, want: list[dict]) -> list[str]:
     """What the student's records get wrong, one line per failing probe ([] when all pass).
     Titles, tolerances and hints come from the reference's records only."""
     if got is None:
-        return ["the hidden tests could not read your answer's results (the code that runs them "
-                "raised, or its output was cut)"]
+        return [
+            "the hidden tests could not read your answer's results (the code that runs them "
+            "raised, or its output was cut)"
+        ]
     by_title = {r.get("title"): r for r in got}
     problems = []
     for expected in want:
@@ -198,7 +204,11 @@ def judge(got: list[dict] | None, want: list[dict]) -> list[str]:
             problems.append(f"{title}: no result")
         else:
             rtol, atol = expected["rtol"], expected["atol"]
-            if problem := difference(mine["record"], expected["record"], rtol, atol):
+            try:
+                problem = difference(mine["record"], expected["record"], rtol, atol)
+            except (KeyError, TypeError, ValueError, IndexError, AttributeError, RuntimeError):
+                problem = "the result could not be read as data"  # a malformed record
+            if problem:
                 hints = expected["hints"].items()
                 hint = next((h for key, h in hints if problem.startswith(key)), "")
                 problems.append(f"{title}: {problem}. {hint}".rstrip())
@@ -231,7 +241,7 @@ def _run_reference(source: Path) -> dict[str, list[dict]]:
         )
         client.execute()  # CellExecutionError: the source notebook itself fails
     records = {}
-    for (grade_id, _), cell in zip(blocks, nb.cells[-len(blocks):] if blocks else []):
+    for (grade_id, _), cell in zip(blocks, nb.cells[-len(blocks) :] if blocks else []):
         found = read_records(cell.outputs)
         bad = [r.get("title") for r in found or [] if "record" not in r]
         if found is None or bad:

@@ -1,0 +1,190 @@
+"""Three corpora that the grader's authors did not write, graded for real (`python -m course
+grade`, real nbgrader, sandboxed kernels):
+
+- fixtures/honest: correct answers in many styles, written from the contract alone; each gets
+  every point of its exercise;
+- fixtures/misconceptions: answers that break one clause of the contract each; each loses points
+  on its exercise (and only there);
+- fixtures/attacks: submissions by a student who read the README and the `course` package; none
+  earns a point, leaks a hidden test or a solution into its feedback, changes the gradebook's
+  source cells, or changes another student's grade or files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from course.submission import build_submission, reference_answers, write_submission
+from course_testing import (
+    CONTRACT,
+    cell_scores,
+    copy_course,
+    corpus,
+    exercise_points,
+    points,
+    read_attack,
+    secret_lines,
+    write_attack,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+ASSIGNMENTS = sorted(CONTRACT)
+HONEST, MISCONCEPTIONS = corpus("honest"), corpus("misconceptions")
+ATTACKS = [read_attack(p) for p in sorted((REPO / "fixtures" / "attacks").glob("*/*.py"))]
+
+
+def _grade(course, *extra: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    return subprocess.run(
+        [sys.executable, "-m", "course", "grade", *ASSIGNMENTS, "--workers", "2", *extra],
+        cwd=course.root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=3000,
+    )
+
+
+def _spread(course, folder: dict, prefix: str) -> dict[tuple[str, str], dict[str, Path]]:
+    """Students who each take one answer file per exercise (the k-th of each), the reference
+    solution elsewhere: (assignment, student) -> exercise -> the file it took."""
+    taken = {}
+    for assignment, exercises in folder.items():
+        refs = reference_answers(course, assignment)
+        for k in range(max(len(files) for files in exercises.values())):
+            student = f"{prefix}{k}"
+            chosen = {e: files[k] for e, files in exercises.items() if k < len(files)}
+            answers = {**refs, **{e: p.read_text() for e, p in chosen.items()}}
+            write_submission(
+                course, student, assignment, build_submission(course, assignment, answers)
+            )
+            taken[(assignment, student)] = chosen
+    return taken
+
+
+@pytest.fixture(scope="module")
+def honest_and_misconceptions(tmp_path_factory):
+    course = copy_course(tmp_path_factory.mktemp("corpora") / "course", with_release=True)
+    honest = _spread(course, HONEST, "honest")
+    wrong = _spread(course, MISCONCEPTIONS, "misconceived")
+    result = _grade(course)
+    assert result.returncode in (0, 1), result.stdout + result.stderr
+    return course, honest, wrong
+
+
+def test_the_corpora_are_big_enough():
+    assert sum(len(f) for e in HONEST.values() for f in e.values()) >= 40
+    assert len(ATTACKS) >= 30
+    for assignment, exercises in CONTRACT.items():
+        for exercise in exercises:
+            assert HONEST.get(assignment, {}).get(exercise), f"no honest answer for {exercise}"
+            assert MISCONCEPTIONS.get(assignment, {}).get(exercise), (
+                f"no misconception for {exercise}"
+            )
+
+
+def test_every_honest_answer_gets_every_point(honest_and_misconceptions):
+    course, honest, _ = honest_and_misconceptions
+    lost = []
+    for (assignment, student), chosen in honest.items():
+        scores = cell_scores(course, assignment, student)
+        for exercise, path in chosen.items():
+            if exercise_points(scores, exercise) != points(assignment, f"test_{exercise}"):
+                lost.append(f"{path.relative_to(REPO)}: {exercise_points(scores, exercise)}")
+        assert sum(v or 0 for v in scores.values()) == points(assignment), (student, scores)
+    assert not lost, lost
+
+
+def test_every_misconception_loses_points_on_its_exercise_only(honest_and_misconceptions):
+    course, _, wrong = honest_and_misconceptions
+    kept = []
+    for (assignment, student), chosen in wrong.items():
+        scores = cell_scores(course, assignment, student)
+        for exercise, path in chosen.items():
+            if exercise_points(scores, exercise) >= points(assignment, f"test_{exercise}"):
+                kept.append(str(path.relative_to(REPO)))
+        others = [e for e in CONTRACT[assignment] if e not in chosen]
+        for exercise in others:  # the reference answered these: they keep their points
+            assert exercise_points(scores, exercise) == points(assignment, f"test_{exercise}")
+    assert not kept, f"these misconceptions kept every point: {kept}"
+
+
+def _digest(folder: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and not p.is_symlink()
+    }
+
+
+def _source_cells(course) -> list[tuple]:
+    with course.api().gradebook as gb:
+        return sorted(
+            (c.notebook.assignment.name, c.notebook.name, c.name, c.source, c.checksum)
+            for a in gb.assignments
+            for nb in a.notebooks
+            for c in nb.source_cells
+        )
+
+
+@pytest.fixture(scope="module")
+def attacked(tmp_path_factory):
+    course = copy_course(tmp_path_factory.mktemp("attacks") / "course", with_release=True)
+    with (course.root / "nbgrader_config.py").open("a") as config:
+        config.write("\nc.Execute.timeout = 15\nc.GradingExecute.total_timeout = 90\n")
+    for assignment in ASSIGNMENTS:  # a classmate in every batch
+        refs = reference_answers(course, assignment)
+        write_submission(
+            course, "bystander", assignment, build_submission(course, assignment, refs)
+        )
+    for attack in ATTACKS:
+        write_attack(course, attack.name, attack)
+    bystander = _digest(course.root / "submitted" / "bystander")
+    # The gradebook as the release left it, with the class on the roster.
+    first = _grade(course, "--student", "bystander")
+    assert first.returncode == 0, first.stdout + first.stderr
+    cells = _source_cells(course)
+    result = _grade(course)
+    return course, result, cells, bystander
+
+
+def test_the_attack_batch_completes(attacked):
+    _, result, _, _ = attacked
+    assert result.returncode in (0, 1), result.stdout + result.stderr
+    assert "the grader's" not in result.stdout.splitlines()[-1]
+
+
+@pytest.mark.parametrize("attack", ATTACKS, ids=lambda a: f"{a.assignment}/{a.name}")
+def test_no_attack_earns_a_point(attacked, attack):
+    course, _, _, _ = attacked
+    try:
+        scores = cell_scores(course, attack.assignment, attack.name)
+    except Exception:  # never graded (failed before any grade was written): nothing earned
+        return
+    earned = {k: v for k, v in scores.items() if v}
+    assert not earned, f"{attack.header[:200]}\nearned {earned}"
+
+
+@pytest.mark.parametrize("attack", ATTACKS, ids=lambda a: f"{a.assignment}/{a.name}")
+def test_no_attack_gets_a_secret_into_its_feedback(attacked, attack):
+    course, _, _, _ = attacked
+    folder = course.root / "feedback" / attack.name
+    text = "\n".join(p.read_text(errors="replace") for p in folder.rglob("*") if p.is_file())
+    leaked = [line for a in ASSIGNMENTS for line in secret_lines(a) if line in text]
+    assert not leaked, f"{attack.header[:200]}\nleaked {leaked[:3]}"
+    assert "SQLite format" not in text and "gradebook" not in text.lower()
+
+
+def test_the_class_is_untouched(attacked):
+    course, _, cells, bystander = attacked
+    assert _source_cells(course) == cells, "the gradebook's source cells changed"
+    assert _digest(course.root / "submitted" / "bystander") == bystander
+    for assignment in ASSIGNMENTS:
+        scores = cell_scores(course, assignment, "bystander")
+        assert sum(v or 0 for v in scores.values()) == points(assignment)

@@ -1,0 +1,179 @@
+"""Hidden tests as probes: what crosses from the student's kernel is plain data, an object that
+fakes comparisons never matches, and the verdict comes from the reference's records alone
+(course.lesson.probes in the kernel, course.grading.probes in the grader)."""
+
+from __future__ import annotations
+
+import json
+
+import nbformat
+import pytest
+import torch
+
+from course.grading import probes as grading
+from course.lesson import probes
+from course.lesson.checks import CheckFailed
+
+
+def _records(source: str, **answers) -> list[dict]:
+    return json.loads(probes.collect(source, answers))
+
+
+DOUBLE = """
+@probe("double of a vector", hints={"result": "multiply by two."})
+def _(double):
+    x = torch.tensor([1.0, -2.0, float("nan")])
+    return {"result": double(x), "input after the call": x}
+"""
+
+
+def _double(x):
+    return x * 2
+
+
+def _want():
+    return _records(DOUBLE, double=_double)
+
+
+def test_the_reference_matches_itself_and_the_records_are_json():
+    want = _want()
+    assert grading.judge(json.loads(json.dumps(want)), want) == []
+    tensor = want[0]["record"]["dict"]["result"]
+    assert tensor["tensor"] == "torch.float32" and tensor["shape"] == [3]
+    assert tensor["requires_grad"] is False and tensor["is_leaf"] is True
+
+
+@pytest.mark.parametrize(
+    "answer, problem",
+    [
+        (lambda x: x * 3, "result: entry 0 (in row-major order) is 3, expected 2"),
+        (lambda x: (x * 2).double(), "result: its dtype is torch.float64, expected torch.float32"),
+        (lambda x: x.mul_(2), "input after the call: entry 0"),
+        (lambda x: (x * 2)[:2], "result: its shape is [2], expected [3]"),
+        (lambda x: (x * 2).tolist(), "result: got a list of 3, expected a torch.float32 tensor"),
+        (lambda x: None, "result: got None, expected a torch.float32 tensor"),
+        (lambda x: 1 / 0, "raised ZeroDivisionError: division by zero"),
+    ],
+)
+def test_a_wrong_answer_fails_and_says_where(answer, problem):
+    found = grading.judge(_records(DOUBLE, double=answer), _want())
+    assert len(found) == 1 and problem in found[0], found
+    if "result" in problem and "raised" not in problem:
+        assert found[0].endswith("multiply by two."), "the reference's hint is shown"
+
+
+def test_nan_matches_nan_only():
+    nan_to_zero = grading.judge(_records(DOUBLE, double=lambda x: torch.nan_to_num(x * 2)), _want())
+    assert nan_to_zero and "entry 2" in nan_to_zero[0]
+
+
+class Liar(torch.Tensor):
+    """A tensor whose every comparison says yes."""
+
+    def __eq__(self, other):
+        return True
+
+    __hash__ = torch.Tensor.__hash__
+
+
+class Always(float):
+    def __eq__(self, other):
+        return True
+
+    __hash__ = float.__hash__
+
+
+def test_objects_that_fake_comparisons_become_plain_data_or_fail():
+    liar = grading.judge(_records(DOUBLE, double=lambda x: (x * 3).as_subclass(Liar)), _want())
+    assert liar and "an object of class Liar" in liar[0]
+    number = probes.record(Always(1.5))
+    assert type(number) is float and number == 1.5  # the value, never the subclass
+    assert grading.difference(number, 2.0, 1e-5, 1e-6) == "got 1.5, expected 2.0"
+    text = probes.record(type("S", (str,), {"__eq__": lambda s, o: True})("b"))
+    assert type(text) is str and grading.difference(text, "a", 0, 0) == 'got "b", expected "a"'
+
+
+def test_a_patched_torch_in_the_kernel_changes_nothing(monkeypatch):
+    """What the records say is read through C-level getters captured at import."""
+    monkeypatch.setattr(torch.Tensor, "requires_grad", property(lambda self: True))
+    monkeypatch.setattr(torch.Tensor, "tolist", lambda self: [2.0, -4.0, float("nan")])
+    got = _records(DOUBLE, double=lambda x: x * 3)
+    monkeypatch.undo()
+    assert "entry 0" in grading.judge(got, _want())[0]
+
+
+def test_only_the_references_titles_tolerances_and_hints_count():
+    want = _want()
+    got = _records(DOUBLE, double=lambda x: x * 2.001)
+    got[0].update(rtol=1.0, atol=1.0, hints={})  # a student's kernel can say anything
+    assert "entry" in grading.judge(got, want)[0]
+    renamed = [{**got[0], "title": "something else"}]
+    assert grading.judge(renamed, want) == ["double of a vector: no result"]
+
+
+def test_unreadable_or_missing_results_fail_plainly():
+    want = _want()
+    assert grading.judge(None, want)[0].startswith("the hidden tests could not read")
+    assert grading.judge(_records(DOUBLE), want) == ["double of a vector: double is not defined"]
+    stub = grading.judge(
+        _records(DOUBLE, double=lambda x: (_ for _ in ()).throw(NotImplementedError())), want
+    )
+    assert stub == ["double of a vector: not implemented yet"]
+    for text in ("'[1'", "'{}'", "__import__('os')", "'[1, 2]'"):
+        assert (
+            grading.read_records([{"output_type": "execute_result", "data": {"text/plain": text}}])
+            is None
+        )
+    assert grading.read_records([]) is None
+
+
+def test_probes_see_none_of_the_notebooks_state():
+    found = _records(
+        '@probe("uses a lesson helper")\ndef _(double):\n    return expect_close\n', double=_double
+    )
+    assert found[0]["raised"] == "NameError"
+
+
+def test_a_probe_run_in_a_notebook_fails_only_when_the_call_raises():
+    """Outside the grader (the source notebook, stock nbgrader) a probe runs at once."""
+    namespace = {"probe": probes.probe, "torch": torch, "double": _double}
+    exec(DOUBLE, namespace)  # the reference: passes
+    namespace["double"] = lambda x: 1 / 0
+    with pytest.raises(CheckFailed, match="ZeroDivisionError"):
+        exec(DOUBLE, namespace)
+    namespace["double"] = lambda x: (_ for _ in ()).throw(NotImplementedError())
+    with pytest.raises(NotImplementedError):
+        exec(DOUBLE, namespace)
+
+
+def test_hidden_blocks_split_from_the_visible_part():
+    cell = "a = 1\n### BEGIN HIDDEN TESTS\nb = 2\n### END HIDDEN TESTS\nc = 3\n"
+    assert grading.split_hidden(cell) == ("a = 1\nc = 3\n", "b = 2\n")
+    assert grading.split_hidden("a = 1\n") == ("a = 1\n", "")
+
+
+def _notebook(tmp_path, solution: str):
+    setup = nbformat.v4.new_code_cell("import torch\nfrom course.lesson.probes import probe")
+    answer = nbformat.v4.new_code_cell(solution)
+    answer.metadata["nbgrader"] = {"solution": True, "grade": False, "grade_id": "double"}
+    test = nbformat.v4.new_code_cell("### BEGIN HIDDEN TESTS" + DOUBLE + "### END HIDDEN TESTS\n")
+    test.metadata["nbgrader"] = {"grade": True, "grade_id": "test_double", "points": 1}
+    path = tmp_path / "source" / "a" / "a.ipynb"
+    path.parent.mkdir(parents=True)
+    nbformat.write(nbformat.v4.new_notebook(cells=[setup, answer, test]), path)
+    return path
+
+
+def test_the_reference_is_run_once_per_source_version(tmp_path, monkeypatch):
+    path = _notebook(tmp_path, "def double(x):\n    return x * 2")
+    cache = tmp_path / "cache"
+    first = grading.expected_records(path, cache)
+    assert grading.judge(first["test_double"], _want()) == []
+    monkeypatch.setattr(grading, "_run_reference", lambda source: pytest.fail("ran again"))
+    assert grading.expected_records(path, cache) == first
+
+
+def test_a_reference_that_fails_its_own_probes_is_refused(tmp_path):
+    path = _notebook(tmp_path, "def double(x):\n    raise ValueError('not yet')")
+    with pytest.raises(grading.ReferenceError, match="test_double"):
+        grading.expected_records(path, tmp_path / "cache")
