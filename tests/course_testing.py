@@ -51,6 +51,19 @@ def secret_lines(assignment: str, blocks: str = "SOLUTION|HIDDEN TESTS") -> list
     return [line for line in lines if json.dumps(line)[1:-1] not in released]
 
 
+def distinctive_secrets() -> list[str]:
+    """Lines of any source's solutions and hidden tests that no release shows (a line another
+    lesson shows as an example reveals nothing) and that are long enough to say something
+    (not ``return history``, which any code may say)."""
+    released = [(REPO / "release" / a / f"{a}.ipynb").read_text() for a in CONTRACT]
+    return [
+        line
+        for assignment in CONTRACT
+        for line in secret_lines(assignment)
+        if len(line) >= 20 and not any(json.dumps(line)[1:-1] in text for text in released)
+    ]
+
+
 def points(assignment: str, prefix: str = "", kind: str = "code") -> float:
     """The points of the graded cells of ``kind`` ("code": autograded tests, "markdown": written
     answers) whose grade id starts with ``prefix``, read from the source notebooks: totals in

@@ -12,8 +12,12 @@ grade`, real nbgrader, sandboxed kernels):
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import html
+import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -26,16 +30,17 @@ from course_testing import (
     cell_scores,
     copy_course,
     corpus,
+    distinctive_secrets,
     exercise_points,
     points,
     read_attack,
-    secret_lines,
     write_attack,
 )
 
 REPO = Path(__file__).resolve().parents[1]
 ASSIGNMENTS = sorted(CONTRACT)
 HONEST, MISCONCEPTIONS = corpus("honest"), corpus("misconceptions")
+SECRETS = distinctive_secrets()
 ATTACKS = [read_attack(p) for p in sorted((REPO / "fixtures" / "attacks").glob("*/*.py"))]
 
 
@@ -175,10 +180,45 @@ def test_no_attack_earns_a_point(attacked, attack):
 def test_no_attack_gets_a_secret_into_its_feedback(attacked, attack):
     course, _, _, _ = attacked
     folder = course.root / "feedback" / attack.name
-    text = "\n".join(p.read_text(errors="replace") for p in folder.rglob("*") if p.is_file())
-    leaked = [line for a in ASSIGNMENTS for line in secret_lines(a) if line in text]
+    pages = "\n".join(p.read_text(errors="replace") for p in folder.rglob("*") if p.is_file())
+    text = html.unescape(re.sub(r"<[^>]+>", "", pages))  # what the student reads
+    own = attack.path.read_text()
+    leaked = [line for line in SECRETS if line in text and line not in own]
     assert not leaked, f"{attack.header[:200]}\nleaked {leaked[:3]}"
-    assert "SQLite format" not in text and "gradebook" not in text.lower()
+    assert SECRETS, "the sources have solutions and hidden tests to keep back"
+    assert "SQLite format 3" not in text, "the gradebook's bytes are in the feedback"
+    for assignment_folder in folder.iterdir() if folder.exists() else []:
+        names = {p.name for p in assignment_folder.iterdir()}
+        assert names <= {f"{assignment_folder.name}.html", "timestamp.txt"}, names
+
+
+PLAIN_FAILURES = (
+    "invalid submission",
+    "invalid notebook",
+    "missing notebook",
+    "timeout",
+    "kernel died",
+    "out of memory",
+)
+
+
+def test_an_attack_that_fails_says_why_in_plain_words(attacked):
+    course, _, _, _ = attacked
+    with (course.root / "grades" / "grades.csv").open() as sheet:
+        rows = [r for r in csv.DictReader(sheet) if r["status"] == "failed"]
+    vague = [
+        (r["student_id"], r["detail"]) for r in rows if not r["detail"].startswith(PLAIN_FAILURES)
+    ]
+    assert not vague, vague
+
+
+def test_the_leak_check_finds_a_leak(attacked):
+    """The known-bad case: the bystander's autograded notebook holds the hidden tests and the
+    reference's lines; a feedback page showing them would fail the check above."""
+    course, _, _, _ = attacked
+    graded = (course.root / "autograded" / "bystander" / ASSIGNMENTS[0]).rglob("*.ipynb")
+    text = "\n".join(p.read_text() for p in graded)
+    assert [line for line in SECRETS if json.dumps(line)[1:-1] in text]
 
 
 def test_the_class_is_untouched(attacked):

@@ -13,7 +13,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from course_testing import CONTRACT, REPO, secret_lines
+from course_testing import CONTRACT, REPO, distinctive_secrets
 
 
 @pytest.fixture(scope="module")
@@ -49,14 +49,7 @@ def test_it_reveals_no_solution_or_hidden_test(copy):
     for assignment in CONTRACT:
         name = f"release/{assignment}/{assignment}.ipynb"
         assert (copy / name).read_bytes() == (REPO / name).read_bytes()
-    released = [(REPO / "release" / a / f"{a}.ipynb").read_text() for a in CONTRACT]
-    secrets = [  # a line any release shows (say, an example in another lesson) reveals nothing
-        line
-        for assignment in CONTRACT
-        for line in secret_lines(assignment)
-        if len(line) >= 20  # distinctive: not `return history`, which any code may say
-        and not any(json.dumps(line)[1:-1] in text for text in released)
-    ]
+    secrets = distinctive_secrets()
     assert secrets, "the source has solutions and hidden tests to keep back"
     for path in copy.rglob("*"):
         if path.is_file() and path.suffix in (".ipynb", ".py", ".md", ".yml", ".toml", ".txt", ""):

@@ -457,6 +457,16 @@ class GradingExecute(Execute):
             msg = {**msg, "content": {**content, "name": "stdout"}}
         return super().output(outs, msg, display_id, cell_index)
 
+    def handle_comm_msg(self, outs, msg, cell_index):
+        """nbclient's, which takes a widget message as well-formed: one that is not (student
+        code can send any) is left out, never a crash of the whole notebook."""
+        try:
+            super().handle_comm_msg(outs, msg, cell_index)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as error:
+            self.log.warning(
+                "ignored a malformed widget message (%s: %s)", type(error).__name__, error
+            )
+
     async def _async_check_alive(self) -> None:
         if not await ensure_async(self.km.is_alive()):
             self.log.error("Kernel died while waiting for execute reply.")
