@@ -138,11 +138,14 @@ def _source_cells(course) -> list[tuple]:
         )
 
 
-@pytest.fixture(scope="module")
-def attacked(tmp_path_factory):
+@pytest.fixture(scope="module", params=[True, False], ids=["scan on", "scan off"])
+def attacked(request, tmp_path_factory):
+    """The attacks and a bystander in one batch; once more with the static scan off, to show
+    that the layers behind it (probes, tripwire, sandbox) hold on their own."""
     course = copy_course(tmp_path_factory.mktemp("attacks") / "course", with_release=True)
     with (course.root / "nbgrader_config.py").open("a") as config:
         config.write("\nc.Execute.timeout = 15\nc.GradingExecute.total_timeout = 90\n")
+        config.write(f"c.GradingExecute.static_scan = {request.param}\n")
     for assignment in ASSIGNMENTS:  # a classmate in every batch
         refs = reference_answers(course, assignment)
         write_submission(

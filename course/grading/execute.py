@@ -94,6 +94,9 @@ class GradingExecute(Execute):
     max_output_kb = Integer(1024, help="output kept per cell").tag(config=True)
     memory_mb = Integer(Limits.memory_mb, help="kernel's private memory").tag(config=True)
     isolate = Bool(True, help="namespaces and own uid, where the machine allows").tag(config=True)
+    static_scan = Bool(
+        True, help="withhold the tests of code that uses interpreter or OS handles"
+    ).tag(config=True)
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("kernel_manager_class", SandboxedKernelManager)
@@ -145,7 +148,8 @@ class GradingExecute(Execute):
             return set(), [], []
         original = nbformat.read(source, as_version=4)
         trusted = trusted_cells(original)
-        return trusted, scan_notebook(nb, trusted), prefix_sources(original)
+        findings = scan_notebook(nb, trusted) if self.static_scan else []
+        return trusted, findings, prefix_sources(original)
 
     def _expected_records(self, resources) -> dict[str, list[dict]]:
         """The reference's probe records for this notebook (`course.grading.probes`), computed
