@@ -303,12 +303,21 @@ def test_honest_work_gets_every_point(graded, student):
 
 @pytest.mark.parametrize(
     "student",
-    ["wrong", "edited_tests", "deleted_tests", "answer_as_test", "memory_hog", "infinite_loop"],
+    [
+        "wrong",
+        "edited_tests",
+        "deleted_tests",
+        "answer_as_test",
+        "memory_hog",
+        "infinite_loop",
+        "patch_builtins",
+    ],
 )
 def test_changed_tests_and_metadata_earn_nothing(graded, student):
     """Edited, deleted and re-typed tests are restored and graded; forged points are ignored; a
     loop is cut by the cell timeout and a huge allocation fails in the cell, and the rest of the
-    notebook is graded."""
+    notebook is graded; a rebound builtin changes nothing (the hidden tests are judged outside
+    the kernel)."""
     course, outcomes, _ = graded
     o = outcomes[student]
     assert (o.status, o.score, o.max_score) == (batch.GRADED, WRONG_SCORE, FULL), o
@@ -326,11 +335,10 @@ def test_moved_renamed_or_missing_cells_earn_nothing(graded, student):
 @pytest.mark.parametrize(
     "student,reason",
     [
-        ("patch_allclose", "writes the attribute torch.allclose"),
+        ("patch_allclose", "changed: torch.allclose"),  # allowed code: caught at run time
         ("input_transformer", "uses get_ipython"),
         ("patch_checks", "imports course.lesson.checks"),
-        ("rebind_helper", "rebinds expect_tensor"),
-        ("patch_builtins", "rebinds isinstance"),
+        ("rebind_helper", "notebook name expect_tensor"),
         ("hide_tracebacks", "uses get_ipython"),
         ("held_no_grad", "torch grad mode"),  # allowed code: caught by the tripwire at run time
         ("fork_storm", "imports os"),
@@ -345,7 +353,7 @@ def test_tampering_is_flagged_and_earns_no_automatic_points(graded, student, rea
     assert o.score == 0 and o.max_score == FULL
     assert "GradingWithheld" in _autograded(course, student)
     feedback = course.root / "feedback" / student / A / f"{A}.html"
-    assert "Your instructor will review it" in feedback.read_text()
+    assert "your instructor will review this notebook by hand" in feedback.read_text()
 
 
 @pytest.mark.parametrize(

@@ -53,8 +53,13 @@ class KernelStartFailed(Exception):
 class GradingExecute(Execute):
     """nbgrader's Execute, with:
 
-    - each kernel in a sandbox (`course.grading.sandbox`): only its working copy in reach,
-      limits on memory, CPU, processes and file size;
+    - hidden tests judged outside the kernel (`course.grading.probes`): a test cell runs only
+      its visible part in place; once the last cell has run, each hidden block's probes run
+      outside the notebook's cells and history, and a cell whose records differ from the
+      reference's gets a `HiddenTestFailed` error first among its outputs (nbgrader scores 0);
+    - each kernel in a sandbox (`course.grading.sandbox`), working in an empty folder of its
+      own: an allow-list of paths, its own PID, network and IPC namespaces and uid, limits on
+      memory, CPU, processes and file size;
     - a warm start where a zygote serves this notebook (`course.grading.warm`) and the
       notebook's leading code cells are the locked ones it ran: those cells are not run again,
       their recorded outputs are copied in;
@@ -68,15 +73,16 @@ class GradingExecute(Execute):
     - a kernel that could not start reported as the grader's trouble (`KernelStartFailed`), so
       the job runs again (`course.grading.runner`);
     - tampering withheld: if the static scan (`course.grading.codescan`) finds student code
-      reaching for the grading machinery, or the tripwire (`course.grading.guard`) finds it
-      changed after a test cell, that test cell and every later one get an error output instead
-      of a result, so nbgrader scores them 0 and the student sees why. The reasons go to the
-      notebook's metadata (``course.withheld``) for the grader's report; the instructor can
-      review and override.
+      using a handle on the interpreter or the OS, or the tripwire (`course.grading.guard`)
+      finds what the tests rely on changed after a test cell, that test cell and every later
+      one get an error first among their outputs, so nbgrader scores them 0 and the student
+      sees why. The reasons go to the notebook's metadata (``course.withheld``) for the
+      grader's report; the instructor can review and override;
+    - a warning on stderr in a test cell kept as stdout: nbgrader scores any stderr as 0.
     """
 
     warm_dir = Unicode("", help="folder with recorded prefixes and zygote sockets").tag(config=True)
-    course_root = Unicode("", help="the course folder to hide (default: the cwd)").tag(config=True)
+    course_root = Unicode("", help="the course folder (default: the cwd)").tag(config=True)
     total_timeout = Integer(300, help="seconds (wall clock) for the whole notebook").tag(
         config=True
     )
@@ -323,11 +329,11 @@ class GradingExecute(Execute):
                 self._withheld.append(answer)
         self._in_test = bool(test)
         source = cell.source
-        visible, hidden = split_hidden(source) if test else (source, "")
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-        if hidden.strip() and grade_id in self._expected:
+        visible, hidden = split_hidden(source)
+        if test and hidden.strip() and grade_id in self._expected:
             self._probes.append((index, grade_id, hidden))
-        cell.source = visible
+            cell.source = visible  # else (no reference records) the cell runs whole, as stock
         try:
             cell, resources = self._execute(cell, resources, index)
         finally:
@@ -480,8 +486,9 @@ class GradingExecute(Execute):
 def _withheld_output(reasons: list[str]) -> nbformat.NotebookNode:
     """The error a withheld test cell shows (and nbgrader scores as 0)."""
     message = (
-        "this test was not run because the notebook's code reaches for the grading "
-        f"machinery ({'; '.join(reasons)}). Your instructor will review it."
+        f"this test was not run: {'; '.join(reasons)}. Graded code may not use the "
+        "interpreter's or the operating system's own handles, or change what the tests rely on "
+        "(the course's grading policy), so your instructor will review this notebook by hand."
     )
     return nbformat.v4.new_output(
         "error", ename=WITHHELD, evalue=message, traceback=[f"{WITHHELD}: {message}"]

@@ -13,7 +13,7 @@ calls (an exercise such as ``make_trainable``, or a quick-check answer such as `
 A probe holds no expected value. The grader (`course.grading.probes`) runs every probe twice: in
 the student's kernel, with the student's answer, and in a trusted kernel, with the reference
 solution, and compares the two records in its own process. The student's kernel only ever sees
-the inputs. Run anywhere else (the instructor's source notebook, stock ``nbgrader autograde``), a
+the inputs. Run anywhere else (the instructor's source notebook, a bare nbgrader configuration), a
 probe runs at once and fails only when the call raises.
 
 A record is JSON: numbers, strings, bools, None, lists, dicts, and tensors described by the
@@ -48,6 +48,7 @@ _get_retains_grad = _Base.retains_grad.__get__
 _get_dtype = _Base.dtype.__get__
 _get_shape = _Base.shape.__get__
 _detach, _tolist, _numel, _storage = _Base.detach, _Base.tolist, _Base.numel, _Base.untyped_storage
+_is_complex, _to = _Base.is_complex, _Base.to
 _storage_ptr = torch.UntypedStorage.data_ptr
 _no_torch_function = torch._C.DisableTorchFunction
 _type, _str, _int = builtins.type, builtins.str, builtins.int
@@ -65,12 +66,12 @@ def _tensor(value: torch.Tensor, with_grad: bool = True) -> dict:
         data = _detach(value)
         shape = [_int(n) for n in _get_shape(data)]
         dtype = _str(_get_dtype(data))
-        if data.is_complex():
+        if _is_complex(data):
             data = torch.view_as_real(data)
         if _numel(data) <= MAX_VALUES:
             values = _tolist(data)
         else:
-            wide = data.to(torch.float64)
+            wide = _to(data, torch.float64)
             values = {"summary": [_tolist(f(wide)) for f in _SUMMARY]}
         described = {
             "tensor": dtype,
@@ -96,8 +97,6 @@ def record(value: Any, depth: int = 0) -> Any:
     if depth >= MAX_DEPTH:
         return {"object": "nested too deep"}
     # The base classes' own methods read the value, never a subclass's overrides.
-    if issubclass(kind, bool):
-        return {"object": kind.__qualname__}
     if issubclass(kind, int):
         return int.__int__(value)
     if issubclass(kind, float):
@@ -173,12 +172,11 @@ class _Collector:
 
 def probe_namespace(collector: Callable) -> dict:
     """What a probe's own code may use: torch, math and these helpers, nothing of the notebook's
-    state (a student's later cell may have changed any notebook variable)."""
+    state (a student's later cell may have changed any notebook variable). Outside the grader a
+    probe runs among the notebook's names, so the lesson's setup cell imports these too."""
     return {
         "__builtins__": builtins,
         "torch": torch,
-        "nn": torch.nn,
-        "F": torch.nn.functional,
         "math": math,
         "seeded": seeded,
         "choice": choice,
