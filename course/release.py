@@ -6,6 +6,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from .grading.batch import check_references
 from .grading.coursedir import Course, CourseError, nbgrader_reason
 
 
@@ -15,7 +16,9 @@ def release(course: Course, assignments: list[str]) -> list[str]:
     nbgrader strips solutions, hidden tests, mark schemes and outputs and records the cells in the
     gradebook; its output depends only on source/, so CI can regenerate it and compare. When
     nbgrader refuses (e.g. cells added after students submitted), the release folder is left as
-    it was and nbgrader's reason is shown.
+    it was and nbgrader's reason is shown. Then the reference solutions run their own hidden
+    tests once (`course.grading.probes`), in parallel: a reference that fails them is refused
+    here, not on grading day, and the records are kept for grading.
     """
     chosen = course.check_assignments(assignments)
     if not assignments:
@@ -39,4 +42,5 @@ def release(course: Course, assignments: list[str]) -> list[str]:
                     f"nbgrader could not generate {assignment} (release/{assignment} is "
                     f"unchanged): {nbgrader_reason(result.get('log') or '') or result.get('error')}"
                 )
+    check_references(course, chosen)
     return chosen

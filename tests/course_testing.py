@@ -84,9 +84,15 @@ def copy_course(dest: Path, with_release: bool = False) -> Course:
     shutil.copy2(REPO / CONFIG_FILE, dest / CONFIG_FILE)
     shutil.copytree(REPO / "source", dest / "source")
     shutil.copytree(REPO / "fixtures", dest / "fixtures")
+    # The reference's records (`course.grading.probes`), keyed by each source's content: made by
+    # the first release or grade of the session, reused by every later scratch course.
+    shared = REPO / ".course"
+    if shared.is_dir():
+        shutil.copytree(shared, dest / ".course")
     course = Course.at(dest)
     if with_release:  # regenerated, so the scratch gradebook knows the assignments' cells
         release.release(course, [])
+        shutil.copytree(dest / ".course", shared, dirs_exist_ok=True)
     return course
 
 

@@ -88,6 +88,12 @@ def _forge_course_metadata(nb):
     return nb
 
 
+# Correct, and warns on every call (torch.tensor of a tensor): a warning on stderr in a test
+# cell would give it 0 under nbgrader alone.
+WARNS = (
+    "def make_trainable(values):\n"
+    "    return torch.tensor(values, dtype=torch.float32).clone().requires_grad_()"
+)
 UNICODE = (
     "{answer}\n# Übung: ∂L/∂w, 你好, 🙂\n"
     'def größe(λ):\n    """ελληνικά ✓"""\n    return λ\nprint(größe("日本語 ✓"))\n'
@@ -132,6 +138,7 @@ CLASS = {
     "duplicated": ({}, _duplicate),
     "empty_notebook": ({}, _empty),
     "unicode": ({"make_trainable": UNICODE}, None),
+    "warns": ({"make_trainable": WARNS}, None),
     "patch_allclose": (
         {"make_trainable": WRONG + "\ntorch.allclose = lambda *a, **k: True"},
         _forge_course_metadata,
@@ -290,9 +297,12 @@ def test_every_student_has_an_explicit_status(graded):
         assert (o.score is None) == (o.status == batch.FAILED), o
 
 
-@pytest.mark.parametrize("student", ["honest", "unicode", "duplicated", "forged_points"])
+@pytest.mark.parametrize(
+    "student", ["honest", "unicode", "duplicated", "forged_points", "warns"]
+)
 def test_honest_work_gets_every_point(graded, student):
-    """Including the honest student whose folder also holds a torch.py and a wrong extra copy."""
+    """Including the honest student whose folder also holds a torch.py and a wrong extra copy,
+    and one whose answer prints a warning in every test cell."""
     _, outcomes, _ = graded
     assert (outcomes[student].status, outcomes[student].score, outcomes[student].max_score) == (
         batch.GRADED,

@@ -6,7 +6,7 @@ import json
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable
-from concurrent.futures import Executor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -114,20 +114,29 @@ def check_submission_files(course: Course, assignment: str, student: str) -> str
     return None
 
 
-def check_reference(course: Course, assignment: str) -> None:
-    """Make (or find, cached) the reference solution's records for the hidden tests
-    (`course.grading.probes`); raise `CourseError` if the reference fails its own tests."""
-    for source in sorted((course.root / "source" / assignment).glob("*.ipynb")):
+def check_references(course: Course, assignments: list[str], workers: int = 2) -> None:
+    """Make (or find, cached) the reference solutions' records for the hidden tests
+    (`course.grading.probes`), ``workers`` notebooks at a time; raise `CourseError` if a
+    reference fails its own tests or its source notebook does not run."""
+
+    def one(source: Path) -> None:
         try:
-            expected_records(source, cache_dir(course.root, assignment))
+            expected_records(source, cache_dir(course.root, source.parent.name))
         except ReferenceError as error:
-            raise CourseError(f"{error}: fix the source notebook before grading") from None
+            raise CourseError(f"{error}: fix the source notebook") from None
         except Exception as error:  # the source notebook itself does not run
-            first = str(error).strip().splitlines()[-1][:300] if str(error).strip() else ""
+            lines = str(error).strip().splitlines()
             raise CourseError(
                 f"{source} does not run with its reference solutions ({type(error).__name__}: "
-                f"{first}): fix it before grading"
+                f"{lines[-1][:300] if lines else ''}): fix it"
             ) from None
+
+    sources = [
+        path for a in assignments for path in sorted((course.root / "source" / a).glob("*.ipynb"))
+    ]
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        for done in [pool.submit(one, source) for source in sources]:
+            done.result()
 
 
 def _scores(api, assignment: str, student: str) -> Outcome:
@@ -237,7 +246,7 @@ def grade(
     chosen = course.check_assignments(assignments)
     for assignment in chosen:  # before anything is touched
         course.check_released(assignment)
-        check_reference(course, assignment)
+    check_references(course, chosen, workers)
     api = course.api()
     if students is None:
         with api.gradebook as gb:
