@@ -238,7 +238,11 @@ def _run_reference(source: Path) -> dict[str, list[dict]]:
     with tempfile.TemporaryDirectory(prefix="course-reference-") as folder:
         shutil.copytree(source.parent, folder, dirs_exist_ok=True)
         client = NotebookClient(
-            nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": folder}}
+            nb,
+            timeout=600,
+            kernel_name="python3",
+            resources={"metadata": {"path": folder}},
+            extra_arguments=["--IPKernelApp.log_level=ERROR"],  # no TCP warning on every run
         )
         client.execute()  # CellExecutionError: the source notebook itself fails
     records = {}
