@@ -297,9 +297,7 @@ def test_every_student_has_an_explicit_status(graded):
         assert (o.score is None) == (o.status == batch.FAILED), o
 
 
-@pytest.mark.parametrize(
-    "student", ["honest", "unicode", "duplicated", "forged_points", "warns"]
-)
+@pytest.mark.parametrize("student", ["honest", "unicode", "duplicated", "forged_points", "warns"])
 def test_honest_work_gets_every_point(graded, student):
     """Including the honest student whose folder also holds a torch.py and a wrong extra copy,
     and one whose answer prints a warning in every test cell."""
