@@ -332,6 +332,16 @@ def test_changed_tests_and_metadata_earn_nothing(graded, student):
     assert [_cells(course, student)[t] for t in MT_TESTS] == [0, 0]
 
 
+def test_a_no_grad_held_open_earns_nothing(graded):
+    """Allowed code that leaves torch.no_grad() on for every later cell: the visible tests of
+    later exercises fail in the kernel, and each probe starts with grad mode on, so it gains
+    nothing over its wrong answer."""
+    course, outcomes, _ = graded
+    o = outcomes["held_no_grad"]
+    assert o.status == batch.GRADED and o.score <= WRONG_SCORE, o
+    assert [_cells(course, "held_no_grad")[t] for t in MT_TESTS] == [0, 0]
+
+
 @pytest.mark.parametrize("student", ["reordered", "renamed_grade_id", "empty_notebook"])
 def test_moved_renamed_or_missing_cells_earn_nothing(graded, student):
     _, outcomes, _ = graded
@@ -348,7 +358,6 @@ def test_moved_renamed_or_missing_cells_earn_nothing(graded, student):
         ("patch_checks", "imports course.lesson.checks"),
         ("rebind_helper", "notebook name expect_tensor"),
         ("hide_tracebacks", "uses get_ipython"),
-        ("held_no_grad", "torch grad mode"),  # allowed code: caught by the tripwire at run time
         ("fork_storm", "imports os"),
         ("network", "imports socket"),
         ("detached_writer", "imports subprocess"),

@@ -359,7 +359,14 @@ class GradingExecute(Execute):
                 self._execute(run, self.resources, index, store_history=False)
             finally:
                 self.nb.cells[index] = cell  # nbclient puts the cell it ran in that place
-            if problems := judge(read_records(run.outputs), self._expected[grade_id]):
+            errors = [o for o in run.outputs if o.output_type == "error"]
+            if errors:  # the answer stopped them (a time limit, a RecursionError, ...)
+                problems = [
+                    f"the hidden tests did not finish: {errors[0].ename}: {errors[0].evalue}"
+                ]
+            else:
+                problems = judge(read_records(run.outputs), self._expected[grade_id])
+            if problems:
                 cell.outputs.insert(0, failure_output(problems))
 
     def _execute(self, cell, resources, index, store_history=True):

@@ -7,9 +7,10 @@ Unix socket the grader listens on. Question and answer never pass through anythi
 could rebind (the user namespace, ``__import__``, display formatters, the shell). After every
 test cell the grader asks "check"; the answer is "ok" or names what changed:
 functions of torch, torch.Tensor, torch.nn.functional, torch.autograd, builtins and the course's
-check helpers; PyTorch's global switches, function/dispatch modes and module hooks; Python's
-trace, profile, display and exception hooks and import machinery; IPython's input and AST
-transformers, event callbacks and traceback display; and the imported helpers the lesson bound.
+check and probe helpers; PyTorch's default dtype, anomaly mode and global module hooks; Python's
+import machinery; IPython's input and AST transformers, event callbacks and shell methods; and
+the imported helpers the lesson bound. (What is per thread, such as grad mode or a trace
+function, it cannot see from its thread; the probes reset what their records depend on.)
 
 It also watches itself: this module's functions and their code objects (a function whose
 ``__code__`` was swapped in place is still the same object). It runs in the student's process,
@@ -113,19 +114,13 @@ def _state() -> dict[str, object]:
         state.update(_entries(name, namespace))
     state.update(
         {
-            "torch grad mode": torch.is_grad_enabled(),
-            "torch inference mode": torch.is_inference_mode_enabled(),
             "torch default dtype": str(torch.get_default_dtype()),
-            "torch function modes": torch._C._len_torch_function_stack(),
-            "torch dispatch modes": torch._C._len_torch_dispatch_stack(),
             "torch anomaly mode": torch.is_anomaly_enabled(),
             "torch global module hooks": tuple(
                 len(getattr(module, name))
                 for name in dir(module)
                 if name.startswith("_global_") and isinstance(getattr(module, name), dict)
             ),
-            "sys.trace": sys.gettrace(),
-            "sys.profile": sys.getprofile(),
             "sys.meta_path": tuple(sys.meta_path),
             "sys.path_hooks": tuple(sys.path_hooks),
             "sys.modules": tuple(

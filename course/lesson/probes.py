@@ -1,14 +1,14 @@
 """Hidden tests as probes: build an input, call the exercise, describe the result as plain data.
 
 A hidden test is written as probes, each a function whose parameters are named after what it
-calls (an exercise such as ``make_trainable``, or a quick-check answer such as ``q1``)::
+calls (an exercise, or a quick-check answer such as ``q1``). For an exercise ``scale(t, k)``::
 
-    @probe("an int64 tensor", hints={"result": "convert with .float() (or .to(torch.float32))."})
-    def _(make_trainable):
-        ints = torch.randint(-20, 20, (3, 4), generator=seeded(202))
-        result = make_trainable(ints)
-        return {"result": result, "input after the call": ints,
-                "shares memory with the input": same_memory(result, ints)}
+    @probe("scale of a float64 tensor", hints={"result": "multiply, do not add."})
+    def _(scale):
+        t = torch.randn(5, dtype=torch.float64, generator=seeded(7))
+        result = scale(t, 3)
+        return {"result": result, "input after the call": t,
+                "shares memory with the input": same_memory(result, t)}
 
 A probe holds no expected value. The grader (`course.grading.probes`) runs every probe twice: in
 the student's kernel, with the student's answer, and in a trusted kernel, with the reference
@@ -118,8 +118,10 @@ def record(value: Any, depth: int = 0) -> Any:
 
 
 def same_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Whether two tensors share storage (their memory), read through C-level getters."""
-    return _storage_ptr(_storage(a)) == _storage_ptr(_storage(b))
+    """Whether two tensors share storage (their memory), read through C-level getters with no
+    torch function mode or subclass in the way."""
+    with _no_torch_function():
+        return _storage_ptr(_storage(a)) == _storage_ptr(_storage(b))
 
 
 def _parameters(fn: Callable) -> list[str]:
