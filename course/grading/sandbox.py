@@ -219,6 +219,8 @@ def _build_root(policy: Policy) -> None:
     _mount("none", "/", None, MS_REC | MS_PRIVATE)  # what follows stays in this namespace
     root = NEW_ROOT
     _tmpfs(root, "755", 1)
+    for scratch in SCRATCH:  # first: an allowed tree may lie inside one (a venv under /tmp)
+        _tmpfs(root + scratch, "1777", policy.limits.tmpfs_mb)
     for path in policy.read_only:
         _bind(path, root + path, read_only=True)
     for link in ("bin", "lib", "lib64", "sbin"):  # merged /usr, as Debian has it
@@ -227,8 +229,6 @@ def _build_root(policy: Policy) -> None:
     for hidden in policy.hide:  # a course inside an allowed tree (not one around it)
         if any(hidden.startswith(tree + "/") for tree in policy.read_only):
             _tmpfs(root + hidden, "755", 1, MS_RDONLY)
-    for scratch in SCRATCH:
-        _tmpfs(root + scratch, "1777", policy.limits.tmpfs_mb)
     for folder in {policy.private, policy.workdir}:
         if folder == policy.private or not folder.startswith(policy.private + "/"):
             _bind(folder, root + folder, read_only=False)
@@ -242,12 +242,16 @@ def _build_root(policy: Policy) -> None:
     os.chdir(policy.workdir)
 
 
-def _stand_in(kernel: int) -> None:
+def _stand_in(kernel: int, parent: int) -> None:
     """The process the grader started, once the kernel runs in a PID namespace beneath it: it
     waits for the kernel and exits as it did. Signals for the kernel reach it through the
     process group (jupyter_client signals the group); whatever ends this process ends the
-    kernel too (its parent-death signal)."""
+    kernel too (its parent-death signal), and it ends with the process that started it (the
+    grader's worker or zygote), so a grader killed outright leaves no kernel behind."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _call("prctl", PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the grader's end is the end
+    if os.getppid() != parent:  # it ended before that took hold
+        os._exit(1)
     while True:
         try:
             _, status = os.waitpid(kernel, 0)
@@ -279,6 +283,7 @@ def enter(policy: Policy) -> list[str]:
     Isolated, the caller stays outside as the kernel's stand-in and never returns from here: its
     child, the first process of a new PID namespace, returns and becomes the kernel."""
     missing = []
+    parent = os.getppid()
     try:
         os.setsid()  # its own process group: killing the kernel kills what it started
     except OSError:
@@ -296,7 +301,7 @@ def enter(policy: Policy) -> list[str]:
     if isolated:
         kernel = os.fork()
         if kernel:
-            _stand_in(kernel)
+            _stand_in(kernel, parent)
         for folder in {policy.private, policy.workdir}:
             for path in [folder, *(str(p) for p in Path(folder).rglob("*"))]:
                 os.lchown(path, uid, uid)
