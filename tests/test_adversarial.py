@@ -17,7 +17,7 @@ from course.grading import batch
 from course.grading.coursedir import Course
 from course.grading.sandbox import FIRST_UID
 from course.submission import build_submission, reference_answers, write_submission
-from course_testing import copy_course, points
+from course_testing import cell_scores, copy_course, points
 
 A = "01_requires_grad"
 FULL = points(A)  # the autograded points of the notebook
@@ -273,17 +273,6 @@ def graded(tmp_path_factory):
     return course, outcomes, connections
 
 
-def _cells(course: Course, student: str) -> dict[str, float | None]:
-    with course.api().gradebook as gb:
-        submission = gb.find_submission(A, student)
-        return {
-            g.name: g.score
-            for nb in submission.notebooks
-            for g in nb.grades
-            if g.cell.cell_type == "code"
-        }
-
-
 def _autograded(course: Course, student: str) -> str:
     return (course.root / "autograded" / student / A / f"{A}.ipynb").read_text()
 
@@ -329,7 +318,7 @@ def test_changed_tests_and_metadata_earn_nothing(graded, student):
     course, outcomes, _ = graded
     o = outcomes[student]
     assert (o.status, o.score, o.max_score) == (batch.GRADED, WRONG_SCORE, FULL), o
-    assert [_cells(course, student)[t] for t in MT_TESTS] == [0, 0]
+    assert [cell_scores(course, A, student)[t] for t in MT_TESTS] == [0, 0]
 
 
 def test_a_no_grad_held_open_earns_nothing(graded):
@@ -339,7 +328,7 @@ def test_a_no_grad_held_open_earns_nothing(graded):
     course, outcomes, _ = graded
     o = outcomes["held_no_grad"]
     assert o.status == batch.GRADED and o.score <= WRONG_SCORE, o
-    assert [_cells(course, "held_no_grad")[t] for t in MT_TESTS] == [0, 0]
+    assert [cell_scores(course, A, "held_no_grad")[t] for t in MT_TESTS] == [0, 0]
 
 
 @pytest.mark.parametrize("student", ["reordered", "renamed_grade_id", "empty_notebook"])
@@ -424,7 +413,7 @@ def test_nothing_a_kernel_started_outlives_grading(graded):
     course, outcomes, _ = graded
     assert _kernel_processes() == []
     assert outcomes["honest"].score == FULL
-    assert sum(v for v in _cells(course, "honest").values()) == FULL
+    assert sum(v for v in cell_scores(course, A, "honest").values()) == FULL
 
 
 def test_regrading_is_idempotent_and_a_failed_regrade_keeps_the_grade(graded):

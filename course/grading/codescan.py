@@ -221,7 +221,8 @@ def _denied_module(name: str) -> bool:
     return any(".".join(parts[:n]) in DENIED_MODULES for n in range(1, len(parts) + 1))
 
 
-def _denied_attribute(name: str) -> bool:
+def denied_attribute(name: str) -> bool:
+    """Whether an attribute (or module) name is one graded code may not reach."""
     return (
         name in DENIED_ATTRIBUTES
         or name in DENIED_MODULES
@@ -261,7 +262,7 @@ class _Scanner(ast.NodeVisitor):
             return
         for alias in node.names:
             if alias.name != "*" and (
-                _denied_module(f"{module}.{alias.name}") or _denied_attribute(alias.name)
+                _denied_module(f"{module}.{alias.name}") or denied_attribute(alias.name)
             ):
                 self.flag(node, f"imports {alias.name} from {module}")
 
@@ -272,7 +273,7 @@ class _Scanner(ast.NodeVisitor):
             self.flag(node, f"assigns the special name {node.id}")
 
     def visit_Attribute(self, node):
-        if _denied_attribute(node.attr):
+        if denied_attribute(node.attr):
             self.flag(node, f"uses the attribute {node.attr}")
         elif isinstance(node.ctx, (ast.Store, ast.Del)) and node.attr.startswith("__"):
             self.flag(node, f"writes the special attribute {node.attr}")

@@ -28,7 +28,7 @@ import sys
 import threading
 import types
 
-from .codescan import DENIED_ATTRIBUTE_PREFIXES, DENIED_ATTRIBUTES, DENIED_MODULES
+from .codescan import denied_attribute
 
 _baseline: dict[str, object] | None = None
 # What the kernel itself sets anew for each request (and unsets between them), so they differ
@@ -39,11 +39,7 @@ _getattr, _setattr, _delattr = builtins.getattr, builtins.setattr, builtins.dela
 
 
 def _refused(name: object) -> bool:
-    return isinstance(name, str) and (
-        name in DENIED_ATTRIBUTES
-        or name in DENIED_MODULES
-        or name.startswith(DENIED_ATTRIBUTE_PREFIXES)
-    )
+    return isinstance(name, str) and denied_attribute(name)
 
 
 def _gated_getattr(obj, name, *default):
