@@ -131,7 +131,7 @@ def write_report(course: Course, rows: list[Row], gb, path: Path) -> Path:
     if waiting:
         parts.append(
             f"<h2>Written answers to grade ({len(waiting)})</h2>"
-            "<p>In formgrader: Manage Submissions, then the assignment.</p><ul>"
+            "<p>In formgrader: Manual Grading, then the assignment, then the notebook.</p><ul>"
         )
         parts += [
             f"<li>{esc(r.assignment)} / {esc(r.student_id)}: {esc(cell)}</li>"
