@@ -193,18 +193,55 @@ def test_overlapping_times_are_called_noise():
     assert sentence.startswith("too close to call")
 
 
+def test_a_gap_within_the_noise_names_the_gap_rule_even_with_a_steady_winner():
+    # no_grad wins every round, but its fastest run is only 0.05 ms ahead of a noise of 0.3 ms
+    on = [1.00, 1.30, 1.30, 1.30, 1.30]
+    off = [0.95, 1.25, 1.25, 1.25, 1.25]
+    short, sentence = cost.timing_verdict([on, off])
+    assert short == "difference is noise"
+    assert sentence == (
+        "too close to call: the fastest runs differ by 0.05 ms, not more than the run-to-run "
+        "noise of 0.3 ms (even though torch.no_grad() won 5 of 5 rounds)."
+    )
+
+
+def test_a_gap_above_the_noise_with_few_wins_names_the_rounds_rule():
+    # the case: the gap (0.15) is three times the noise (0.05), 8 wins of 11 < 3 in 4
+    on = [1.00] + [1.05] * 10
+    off = [0.85] + [0.90] * 7 + [1.10] * 3
+    short, sentence = cost.timing_verdict([on, off], ("set_to_none=False", "set_to_none=True"))
+    assert short == "no steady winner"
+    assert sentence == (
+        "too close to call: the fastest runs differ by 0.15 ms, more than the run-to-run noise "
+        "of 0.05 ms, but set_to_none=True won only 8 of 11 rounds, fewer than 3 in 4."
+    )
+    assert "within" not in sentence
+
+
+def test_a_verdict_withheld_by_both_rules_names_both():
+    on = [1.0, 1.3, 1.1, 1.6, 1.2]
+    off = [0.98, 1.0, 1.4, 1.1, 1.5]
+    short, sentence = cost.timing_verdict([on, off])
+    assert short == "difference is noise"
+    assert "not more than the run-to-run noise" in sentence
+    assert "and torch.no_grad() won only 3 of 5 rounds, fewer than 3 in 4." in sentence
+
+
 def test_a_faster_minimum_that_won_few_rounds_is_noise():
     on = [1.0] * 8
     off = [0.8, 1.1, 0.8, 1.1, 0.8, 1.1, 0.8, 1.1]  # the gap (0.2) beats the noise (0.15) ...
     short, sentence = cost.timing_verdict([on, off])
-    assert short == "difference is noise"  # ... but no_grad won only half the rounds
-    assert "torch.no_grad() won 4 of 8 rounds" in sentence
+    assert short == "no steady winner"  # ... but no_grad won only half the rounds
+    assert "torch.no_grad() won only 4 of 8 rounds" in sentence
+    assert "more than the run-to-run noise of 0.15 ms" in sentence
 
 
 def test_a_difference_below_two_percent_is_noise():
     on = [1.000, 1.000, 1.000, 1.000]
     off = [0.990, 0.990, 0.990, 0.990]
-    assert cost.timing_verdict([on, off])[0] == "difference is noise"
+    short, sentence = cost.timing_verdict([on, off])
+    assert short == "difference is noise"
+    assert "noise of 0.02 ms (even though torch.no_grad() won 4 of 4 rounds)" in sentence
 
 
 def test_a_failed_redraw_shows_the_error_not_the_old_picture(monkeypatch):

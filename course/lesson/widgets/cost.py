@@ -9,7 +9,8 @@ Times are wall-clock and depend on the machine and on whatever else runs on it. 
 moment from deciding the result, the two modes take turns round after round, each round starting
 with the other mode, and each mode is summed up by its fastest run (the one least disturbed);
 :func:`timing_verdict` calls a difference real only when it is larger than the run-to-run noise
-and the same mode won most rounds. Times are shown, never checked.
+and the same mode won at least three rounds in four, and says which rule withheld a verdict.
+Times are shown, never checked.
 """
 
 from __future__ import annotations
@@ -112,12 +113,16 @@ def forward_times_ms(model: torch.nn.Module, x: torch.Tensor, repeats: int) -> l
 
 
 def timing_verdict(times_ms: list[list[float]], names: Sequence[str] = MODES) -> tuple[str, str]:
-    """(a few words, a sentence) on which of two things was faster, or that the gap is noise.
+    """(a few words, a sentence) on which of two things was faster, or why no winner is named.
 
     ``times_ms`` holds the runs of each, taken in turns (run i of one next to run i of the
-    other), and ``names`` names them. A difference counts only when the fastest runs differ by
-    more than the noise (the larger of the two gaps between a fastest and a median run, and at
-    least 2 % of the slower time) and the faster one won at least three rounds in four.
+    other), and ``names`` names them. A difference counts only when both rules agree:
+
+    * the gap rule: the fastest runs differ by more than the noise (the larger of the two gaps
+      between a fastest and a median run, and at least 2 % of the slower time);
+    * the rounds rule: the one with the faster fastest run also won at least three rounds in four.
+
+    When no winner is named, the sentence says which rule (or both) withheld it.
     """
     if (
         len(times_ms) != 2
@@ -133,18 +138,34 @@ def timing_verdict(times_ms: list[list[float]], names: Sequence[str] = MODES) ->
     wins = [sum(a < b for a, b in zip(times_ms[m], times_ms[1 - m])) for m in (0, 1)]
     winner = 0 if fastest[0] < fastest[1] else 1
     gap = abs(fastest[0] - fastest[1])
-    where = f"{names[winner]} won {wins[winner]} of {rounds} rounds"
-    if gap > noise and 4 * wins[winner] >= 3 * rounds:
+    above_noise = gap > noise
+    steady = 4 * wins[winner] >= 3 * rounds
+    won = f"{names[winner]} won {wins[winner]} of {rounds} rounds"
+    if above_noise and steady:
         slower = max(fastest)
         return (
             f"{names[winner]} faster",
             f"{names[winner]} was faster: {min(fastest):.3g} ms against {slower:.3g} ms "
-            f"(fastest of {rounds} runs each; {where}).",
+            f"(fastest of {rounds} runs each; {won}).",
+        )
+    differ = f"the fastest runs differ by {gap:.2g} ms"
+    few = f"{names[winner]} won only {wins[winner]} of {rounds} rounds, fewer than 3 in 4"
+    if not above_noise and steady:
+        return (
+            "difference is noise",
+            f"too close to call: {differ}, not more than the run-to-run noise of {noise:.2g} ms "
+            f"(even though {won}).",
+        )
+    if not above_noise:
+        return (
+            "difference is noise",
+            f"too close to call: {differ}, not more than the run-to-run noise of {noise:.2g} ms, "
+            f"and {few}.",
         )
     return (
-        "difference is noise",
-        f"too close to call: the fastest runs differ by {gap:.2g} ms, within the run-to-run "
-        f"noise of {noise:.2g} ms ({where}).",
+        "no steady winner",
+        f"too close to call: {differ}, more than the run-to-run noise of {noise:.2g} ms, but "
+        f"{few}.",
     )
 
 
