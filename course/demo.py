@@ -74,7 +74,8 @@ def make_scratch_course(repo: Course, scratch: Path) -> Course:
 
 
 def run_demo(repo: Course, scratch: Path, log=print) -> list[batch.Outcome]:
-    """Release, hand in for the demo class, grade, and report where everything went."""
+    """Release, hand in for the demo class, grade, and report where everything went; the last
+    line counts the statuses, as `grade` does."""
     course = make_scratch_course(repo, scratch)
     log(f"Scratch course: {course.root}")
     assignments = release.release(course, [])
@@ -86,4 +87,5 @@ def run_demo(repo: Course, scratch: Path, log=print) -> list[batch.Outcome]:
     outcomes = batch.grade(course, assignments, students=DEMO_CLASS, workers=os.cpu_count() or 1)
     log("")
     report.publish(course, outcomes, course.root / "grades", log)
+    log(batch.summary(outcomes))
     return outcomes

@@ -79,3 +79,11 @@ def test_feedback_never_shows_hidden_tests(demo_run, assignment):
         page = (scratch / "feedback" / student / assignment / f"{assignment}.html").read_text()
         shown = [line for line in hidden if html.escape(line) in page or line in page]
         assert shown == [], f"{student}'s feedback shows hidden test lines"
+
+
+def test_the_demo_ends_with_the_summary_line_of_grade(demo_run):
+    """`make demo` ends as `python -m course grade` does: the count of each status."""
+    _, outcomes, printed = demo_run
+    last = printed.splitlines()[-1]
+    assert last == batch.summary(list(outcomes.values()))
+    assert last == "graded 17, failed 4, missing 3"
