@@ -104,8 +104,8 @@ def main(argv: list[str] | None = None) -> int:
             return _grade(course, args)
         elif args.command == "feedback":
             students = course.check_students(args.students) if args.students else None
-            done = returns.return_feedback(course, args.assignments, students)
-            print(f"feedback regenerated and released for {len(done)} submissions")
+            released, by_hand = returns.return_feedback(course, args.assignments, students)
+            print(returns.summary(course, released, by_hand))
             report.publish(course, [], args.out or course.root / GRADES_DIR)
         elif args.command == "export":
             report.publish(course, [], args.out or course.root / GRADES_DIR)

@@ -3,19 +3,26 @@
 The numbers are read from the gradebook every time the sheet is written, so they are the ones
 nbgrader's own export, formgrader and the feedback show: written answers are in the maximum,
 manual scores and extra credit are in the score, late penalties are taken off. What our grading
-adds is the status and its detail (`course.grading.batch.Outcome`). A run for some students
-updates only their rows: the others keep the status of their last run, with fresh numbers.
+adds is the status and its detail (`course.grading.batch.Outcome`), kept beside the gradebook
+(`STATUS_FILE`), not in the sheet: the sheet is a function of the two, so a row of an assignment
+or student removed from the gradebook goes with it. A run for some students updates only their
+statuses: the others keep the status of their last run, with fresh numbers, while the gradebook
+still holds the submission that run graded.
 """
 
 from __future__ import annotations
 
 import csv
+import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from nbgrader.api import Gradebook, MissingEntry
 
 from .grading.batch import GRADED, MISSING, Outcome
+
+STATUS_FILE = "gradebook-status.json"  # beside gradebook.db: the last grading run's statuses
 
 FIELDS = [
     "assignment",
@@ -29,6 +36,7 @@ FIELDS = [
     "late",
     "to_grade",
     "detail",
+    "notes",
 ]
 
 
@@ -45,11 +53,14 @@ class Row:
     late_penalty: float | None = None
     late: str = ""  # how late, e.g. "2h 05m"; empty when on time or without a due date
     to_grade: list[str] = field(default_factory=list)  # written answers with no manual score
+    notes: list[str] = field(default_factory=list)  # what to do about it now, e.g. collect it
 
 
 def _late(seconds: float) -> str:
     if seconds <= 0:
         return ""
+    if seconds < 60:  # "0h 00m" would read as on time, with a penalty
+        return f"{math.ceil(seconds)}s"
     minutes = int(seconds // 60)
     days, minutes = divmod(minutes, 24 * 60)
     hours, minutes = divmod(minutes, 60)
@@ -84,23 +95,58 @@ def fill_numbers(row: Row, gb: Gradebook) -> Row:
     return row
 
 
-def rows_for(outcomes: list[Outcome], gb: Gradebook, earlier: list[Row] = ()) -> list[Row]:
-    """The sheet after a grading run: a row for every student and assignment of the gradebook
-    (as nbgrader's export has), with the run's status where it graded, else the ``earlier``
-    sheet's, else what the gradebook says (graded or missing); every row's numbers from the
-    gradebook."""
-    submitted = {(sub.assignment.name, s.id) for s in gb.students for sub in s.submissions}
-    chosen = {
-        (a.name, s.id): (GRADED if (a.name, s.id) in submitted else MISSING, "")
-        for a in gb.assignments
-        for s in gb.students
-    }
-    chosen.update({(r.assignment, r.student_id): (r.status, r.detail) for r in earlier})
-    chosen.update({(o.assignment, o.student): (o.status, o.detail) for o in outcomes})
-    return [
-        fill_numbers(Row(assignment, student, status, detail), gb)
-        for (assignment, student), (status, detail) in sorted(chosen.items())
+def _fingerprint(gb: Gradebook, assignment: str, student: str) -> list:
+    """What a grading run saw of a submission: while the gradebook still has it, the run's
+    status stands; a new submission, an autograde elsewhere or a restored gradebook end it."""
+    try:
+        sub = gb.find_submission(assignment, student)
+    except MissingEntry:
+        return []
+    return [sub.id, str(sub.timestamp), sub.code_score, sub.max_code_score]
+
+
+def _status_path(gradebook: Path) -> Path:
+    return gradebook.with_name(STATUS_FILE)
+
+
+def read_statuses(gradebook: Path) -> dict[tuple[str, str], dict]:
+    """The kept statuses, by (assignment, student); none when the file is missing or unreadable."""
+    try:
+        kept = json.loads(_status_path(gradebook).read_text())
+        return {(k["assignment"], k["student"]): k for k in kept}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+def rows_for(outcomes: list[Outcome], gb: Gradebook, gradebook: Path) -> list[Row]:
+    """The sheet: a row for every student and assignment of the gradebook (as nbgrader's export
+    has), with the status of ``outcomes`` where they graded, else the kept status of an earlier
+    run while it still describes the gradebook's submission, else what the gradebook says (graded
+    or missing); every row's numbers from the gradebook. The statuses are kept again."""
+    chosen = {}
+    for a in gb.assignments:
+        for s in gb.students:
+            found = _fingerprint(gb, a.name, s.id)
+            chosen[(a.name, s.id)] = {"status": GRADED if found else MISSING, "detail": ""}
+    for key, kept in read_statuses(gradebook).items():
+        if key in chosen and kept.get("seen") == _fingerprint(gb, *key):
+            chosen[key] = kept
+    for o in outcomes:
+        chosen[(o.assignment, o.student)] = {"status": o.status, "detail": o.detail}
+    rows = [
+        fill_numbers(Row(assignment, student, kept["status"], kept["detail"]), gb)
+        for (assignment, student), kept in sorted(chosen.items())
     ]
+    # A failure of the grader's own says nothing about the work: only this run's sheet shows it.
+    faults = {(o.assignment, o.student) for o in outcomes if o.grader_fault}
+    keep = [
+        {"assignment": r.assignment, "student": r.student_id, "status": r.status,
+         "detail": r.detail, "seen": _fingerprint(gb, r.assignment, r.student_id)}
+        for r in rows
+        if (r.assignment, r.student_id) not in faults
+    ]  # fmt: skip
+    _status_path(gradebook).write_text(json.dumps(keep, indent=1))
+    return rows
 
 
 def _number(value: float | None) -> str:
@@ -126,20 +172,10 @@ def write_csv(rows: list[Row], path: Path) -> Path:
                     "late": r.late,
                     "to_grade": "; ".join(r.to_grade),
                     "detail": r.detail,
+                    "notes": "; ".join(r.notes),
                 }
             )
     return path
-
-
-def read_csv(path: Path) -> list[Row]:
-    """The rows of an earlier sheet (their numbers are refreshed when it is written again)."""
-    if not path.is_file():
-        return []
-    with path.open(newline="") as handle:
-        reader = csv.DictReader(handle)
-        if reader.fieldnames != FIELDS:  # not a sheet of ours (or an older one): start afresh
-            return []
-        return [Row(r["assignment"], r["student_id"], r["status"], r["detail"]) for r in reader]
 
 
 def format_table(rows: list[Row]) -> str:
@@ -147,7 +183,7 @@ def format_table(rows: list[Row]) -> str:
     lines = [("assignment", "student", "status", "score", "detail")]
     for r in rows:
         score = "-" if r.score is None else f"{r.score:g}/{r.max_score:g}"
-        notes = [r.detail]
+        notes = [r.detail, *r.notes]
         if r.late:
             notes.append(f"late by {r.late} (penalty {r.late_penalty:g})")
         if r.to_grade:
@@ -182,3 +218,23 @@ def write_canvas_csv(rows: list[Row], gb: Gradebook, path: Path) -> Path:
             marks = [_number(scores.get((a, student))) for a in assignments]
             writer.writerow([name, "", student, student, ""] + marks)
     return path
+
+
+def write_moodle_csvs(rows: list[Row], folder: Path) -> Path:
+    """Moodle's grade import takes one grade item per file: ``<assignment>.csv`` per assignment
+    in ``folder``, a student per line matched on "Username" (here the nbgrader student id), the
+    points in a column named after the assignment. Files of assignments no longer in the
+    gradebook are removed."""
+    folder.mkdir(parents=True, exist_ok=True)
+    assignments = sorted({r.assignment for r in rows})
+    for old in folder.glob("*.csv"):
+        if old.stem not in assignments:
+            old.unlink()
+    for assignment in assignments:
+        with (folder / f"{assignment}.csv").open("w", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(["Username", assignment])
+            writer.writerows(
+                [r.student_id, _number(r.score)] for r in rows if r.assignment == assignment
+            )
+    return folder

@@ -17,9 +17,18 @@ matplotlib.use("Agg")  # the report is written from the command line, never show
 import matplotlib.pyplot as plt  # noqa: E402
 import nbformat  # noqa: E402
 
-from . import gradesheet  # noqa: E402
+from . import exchange, gradesheet, returns  # noqa: E402
 from .gradesheet import Row  # noqa: E402
-from .grading.batch import FAILED, FLAGGED, GRADED, PARTIAL, STATUSES, Outcome  # noqa: E402
+from .grading import late  # noqa: E402
+from .grading.batch import (  # noqa: E402
+    FAILED,
+    FLAGGED,
+    GRADED,
+    MISSING,
+    PARTIAL,
+    STATUSES,
+    Outcome,
+)
 from .grading.coursedir import Course  # noqa: E402
 from .grading.feedback import short_error  # noqa: E402
 from .lesson.widgets.base import PALETTE  # noqa: E402
@@ -102,8 +111,11 @@ def _totals(rows: list[Row]) -> list[tuple[str, float, float, int]]:
     return [(student, *values) for student, values in sorted(totals.items())]
 
 
-def write_report(course: Course, rows: list[Row], gb, path: Path) -> Path:
-    """Write the HTML report and return its path."""
+def write_report(
+    course: Course, rows: list[Row], gb, path: Path, stale: dict[str, list[str]]
+) -> Path:
+    """Write the HTML report (``stale``: by assignment, the students whose released feedback
+    differs from the gradebook) and return its path."""
     esc = html.escape
     parts = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>Grading report</title>",
@@ -125,6 +137,24 @@ def write_report(course: Course, rows: list[Row], gb, path: Path) -> Path:
         parts += [
             f"<li>{esc(r.assignment)} / {esc(r.student_id)}: {esc(r.status)}, {esc(r.detail)}</li>"
             for r in failed
+        ]
+        parts.append("</ul>")
+    if stale:
+        parts.append(
+            "<h2>Released feedback that differs from the gradebook</h2>"
+            "<p>These students see another score than the gradebook's; release it again:</p><ul>"
+        )
+        parts += [
+            f"<li>{esc(', '.join(students))}: <code>{esc(refresh_command(a, students))}</code></li>"
+            for a, students in stale.items()
+        ]
+        parts.append("</ul>")
+    noted = [r for r in rows if r.notes]
+    if noted:
+        parts.append("<h2>To do</h2><ul>")
+        parts += [
+            f"<li>{esc(r.assignment)} / {esc(r.student_id)}: {esc('; '.join(r.notes))}</li>"
+            for r in noted
         ]
         parts.append("</ul>")
     waiting = [(r, cell) for r in rows for cell in r.to_grade]
@@ -174,20 +204,56 @@ def write_report(course: Course, rows: list[Row], gb, path: Path) -> Path:
     return path
 
 
+def annotate(course: Course, rows: list[Row]) -> dict[str, list[str]]:
+    """Add to each row what the instructor must do about it now: collect work waiting in the
+    exchange, know how a hand-in was timed, release feedback that no longer matches the gradebook.
+    Return the students of each assignment whose released feedback is out of date."""
+    waiting = exchange.uncollected(course)
+    stale: dict[str, list[str]] = defaultdict(list)
+    for r in rows:
+        key = (r.assignment, r.student_id)
+        if key in waiting:
+            what = "not collected yet" if r.status == MISSING else "a newer version not collected"
+            r.notes.append(f"{what}: `{waiting[key]}`")
+        folder = course.root / "submitted" / r.student_id / r.assignment
+        if folder.is_dir() and not (folder / "timestamp.txt").is_file():
+            r.notes.append(returns.NO_TIMESTAMP)
+        shown = exchange.released_score(course, r.assignment, r.student_id)
+        if shown is not None and r.score is not None and abs(shown - r.score) > 0.01:
+            r.notes.append(f"released feedback says {shown:g}: out of date")
+            stale[r.assignment].append(r.student_id)
+    return stale
+
+
+def refresh_command(assignment: str, students: list[str]) -> str:
+    """The one command that releases feedback matching the gradebook to ``students``."""
+    return f"python -m course feedback {assignment} " + " ".join(f"--student {s}" for s in students)
+
+
 def publish(course: Course, outcomes: list[Outcome], out: Path, log=print) -> list[Row]:
-    """Update the grade sheet in ``out`` (the rows of ``outcomes``; every row's numbers from the
-    gradebook), write the Canvas CSV and the report beside it, print the table and where things
-    are, and return the sheet's rows."""
+    """Recompute the late penalties (a score may have changed since), update the grade sheet in
+    ``out`` (a row per student and assignment of the gradebook, numbers from it, statuses of
+    ``outcomes`` or of earlier runs), write the Canvas and Moodle CSVs and the report beside it,
+    print the table and where things are, and return the sheet's rows."""
+    late.reassess(course)
     sheet = out / "grades.csv"
     with course.api().gradebook as gb:
-        rows = gradesheet.rows_for(outcomes, gb, gradesheet.read_csv(sheet))
+        rows = gradesheet.rows_for(outcomes, gb, course.gradebook)
+        stale = annotate(course, rows)
         gradesheet.write_csv(rows, sheet)
         canvas = gradesheet.write_canvas_csv(rows, gb, out / "canvas.csv")
-        report = write_report(course, rows, gb, out / "report.html")
+        moodle = gradesheet.write_moodle_csvs(rows, out / "moodle")
+        report = write_report(course, rows, gb, out / "report.html", stale)
     log(gradesheet.format_table(rows))
     log("")
+    for assignment, students in stale.items():
+        log(
+            f"Released feedback of {assignment} is out of date for {', '.join(students)}: "
+            f"{refresh_command(assignment, students)}"
+        )
     log(f"Grades (CSV): {sheet}")
     log(f"Grades for Canvas (CSV): {canvas}")
+    log(f"Grades for Moodle (a CSV per assignment): {moodle}/")
     log(f"Report (HTML): {report}")
     log(f"Feedback (HTML): {course.root / 'feedback'}/<student>/<assignment>/<notebook>.html")
     return rows

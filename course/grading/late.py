@@ -1,10 +1,20 @@
-"""Late work: the penalty nbgrader's AssignLatePenalties takes off (our default; see README)."""
+"""Late work: the penalty nbgrader's AssignLatePenalties takes off (our default; see README), and
+its recomputation whenever a score changes.
+
+nbgrader computes the penalty once, at autograde, from the score the notebook has then; a manual
+grade given later would be added without its share of the penalty, and the next regrade would
+take it off: the same work would get another total depending on the order of the steps.
+`reassess` runs nbgrader's own step again on the gradebook as it is now, so the rule holds
+whatever the order."""
 
 from __future__ import annotations
 
+import logging
 import math
 
+import nbformat
 from nbgrader.plugins import BasePlugin
+from nbgrader.preprocessors import AssignLatePenalties
 from traitlets import Float
 
 
@@ -22,3 +32,24 @@ class PerDayPenalty(BasePlugin):
     ) -> float:
         days = math.ceil(total_seconds_late / 86400)
         return min(score, score * days * self.percent_per_day / 100)
+
+
+def reassess(course, assignments: list[str] | None = None) -> None:
+    """Recompute the late penalty of every graded notebook (of ``assignments``, when given) from
+    its score now, with the configured AssignLatePenalties and its plugin."""
+    api = course.api()
+    with api.gradebook as gb:
+        notebooks = [
+            (nb.name, a.name, sub.student.id)
+            for a in gb.assignments
+            if assignments is None or a.name in assignments
+            for sub in a.submissions
+            for nb in sub.notebooks
+        ]
+    step = AssignLatePenalties(config=api.config, log=logging.getLogger("course.late"))
+    step.log.setLevel(logging.ERROR)  # it warns about every late notebook, each time
+    for notebook, assignment, student in notebooks:
+        info = {"notebook": notebook, "assignment": assignment, "student": student}
+        step.preprocess(
+            nbformat.v4.new_notebook(), {"nbgrader": {**info, "db_url": api.coursedir.db_url}}
+        )
