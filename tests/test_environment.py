@@ -11,7 +11,12 @@ from course_testing import REPO
 
 # conda-forge names for the packages whose PyPI name differs.
 CONDA_NAME = {"torch": "pytorch-cpu", "dask": "dask-core"}  # conda-forge "dask" adds pandas, bokeh
-PIP_ONLY = {"pytest", "playwright", "ruff"}  # test tooling: not needed by students on Binder
+PIP_ONLY = {
+    "pytest",
+    "hypothesis",
+    "playwright",
+    "ruff",
+}  # test tooling: not needed by students on Binder
 
 
 def pip_pins(text: str) -> dict[str, str]:
