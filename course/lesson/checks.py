@@ -91,8 +91,11 @@ def expect_tensor(
         if leaf:
             expect(
                 value.is_leaf,
-                f"{name} is not a leaf (it has grad_fn={type(value.grad_fn).__name__}): did you "
-                "call requires_grad_ on a computed tensor instead of a fresh one?",
+                f"{name} is not a leaf (it has grad_fn={type(value.grad_fn).__name__}): it is "
+                "the result of an operation recorded on a tensor that requires grad. Compute on "
+                "tensors that do not require grad (detach() a tracked one, or work inside "
+                "torch.no_grad()) and call requires_grad_() last: on a result, requires_grad_() "
+                "changes nothing.",
             )
         else:
             expect(not value.is_leaf, f"{name} is a leaf, expected the result of an operation.")
