@@ -20,6 +20,7 @@ cell and line in plain words; it never crashes grading.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 
 from IPython.core.inputtransformer2 import TransformerManager
@@ -204,6 +205,12 @@ BY_NAME = {"attrgetter", "methodcaller"}
 # IPython line and cell magics an answer may keep (timing, help, listing variables).
 ALLOWED_MAGICS = {"timeit", "time", "pinfo", "pinfo2", "who", "whos", "who_ls", "matplotlib"}
 CODE_MAGICS = {"timeit", "time"}  # their argument is code, scanned like the rest
+# Magics allowed with these arguments only: IPython's own autoreload (it re-imports modules whose
+# files changed, and none can change in the sandbox); any other extension is code.
+MAGIC_ARGUMENTS = {
+    "load_ext": re.compile(r"\s*autoreload\s*"),
+    "autoreload": re.compile(r"[\w\s-]*"),
+}
 
 
 @dataclass(frozen=True)
@@ -311,6 +318,8 @@ class _Scanner(ast.NodeVisitor):
         magic = node.args[0].value if node.args and isinstance(node.args[0], ast.Constant) else ""
         if not self.magic_lines:
             self.flag(node, "uses get_ipython, which reaches the kernel's shell")
+        elif kind == "run_line_magic" and _allowed_arguments(magic, node.args[1:]):
+            pass
         elif kind in ("run_line_magic", "run_cell_magic") and magic in ALLOWED_MAGICS:
             if magic in CODE_MAGICS:
                 for argument in node.args[1:]:
@@ -324,6 +333,17 @@ class _Scanner(ast.NodeVisitor):
     def _code(self, source: str, line: int) -> None:
         for _, reason in scan_source(source):
             self.found.append((line, reason))
+
+
+def _allowed_arguments(magic: str, arguments: list[ast.expr]) -> bool:
+    pattern = MAGIC_ARGUMENTS.get(magic)
+    return bool(
+        pattern
+        and len(arguments) == 1
+        and isinstance(arguments[0], ast.Constant)
+        and isinstance(arguments[0].value, str)
+        and pattern.fullmatch(arguments[0].value)
+    )
 
 
 def scan_source(source: str) -> list[tuple[int, str]]:

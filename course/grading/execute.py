@@ -20,6 +20,7 @@ from nbgrader.preprocessors import Execute
 from traitlets import Bool, Float, Integer, Unicode
 
 from .codescan import scan_notebook, trusted_cells
+from .kernelenv import package_view
 from .probes import (
     cache_dir,
     collect_code,
@@ -47,7 +48,8 @@ class CellTimeLimit(Exception):
 
 
 class KernelStartFailed(Exception):
-    """The grading kernel could not start: the grader's trouble, before any student code ran."""
+    """The grading kernel could not start, or could not import what grading needs (the tripwire,
+    the probes): the grader's trouble, found before any student code ran."""
 
 
 class GradingExecute(Execute):
@@ -116,6 +118,8 @@ class GradingExecute(Execute):
         self._replay = self._matching_prefix(nb, resources, lead)
         self._deadline = time.monotonic() + self.total_timeout
         self._private = tempfile.mkdtemp(prefix="course-kernel-")
+        # The package the kernel imports: the zygotes' (whose forks already hold it) or its own.
+        self._view = package_view(Path(self.warm_dir or self._private + "-view"))
         # The kernel works in an empty folder of its own, never in autograded/: nbgrader writes
         # the executed notebook there afterwards, as root, and must not follow a link the
         # student's code planted.
@@ -140,6 +144,7 @@ class GradingExecute(Execute):
             if self._kernel_uid is not None:  # what the kernel left running dies with it
                 kill_uid(self._kernel_uid)
             shutil.rmtree(self._private, ignore_errors=True)
+            shutil.rmtree(self._private + "-view", ignore_errors=True)
         if self._record_to is not None:
             self._record_prefix(nb, lead)
         nb.metadata["course"] = {"withheld": self._withheld}  # replaces anything submitted
@@ -295,7 +300,9 @@ class GradingExecute(Execute):
             Path(self._private),
             Limits(memory_mb=self.memory_mb, cpu_seconds=self.total_timeout + 60),
             self.isolate,
+            self._view,
         ).to_json()
+        km.view = str(self._view)
         return km
 
     def preprocess_cell(self, cell, resources, index):
@@ -326,7 +333,8 @@ class GradingExecute(Execute):
         if not self._guarding and cell.source not in self._trusted:
             self._guarding = True  # the first cell a student could have written
             if (answer := run_sync(self._guard_start)()) != "ok":
-                self._withheld.append(answer)
+                # Only instructor code has run: the kernel lacks what grading needs.
+                raise KernelStartFailed(answer)
         self._in_test = bool(test)
         source = cell.source
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import builtins
 import math
+import os
 import socket
 import sys
+import sysconfig
 import threading
 import types
 
@@ -191,27 +193,72 @@ def snapshot() -> str:
     return "ok"
 
 
+def _library_roots() -> tuple[str, ...]:
+    """Where the interpreter's and the installed packages' code lies (read-only in the sandbox);
+    a cell's code never lies there (IPython compiles cells under the kernel's own TMPDIR)."""
+    paths = sysconfig.get_paths()
+    roots = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    roots.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the course package
+    return tuple(os.path.realpath(r) + os.sep for r in roots)
+
+
+_LIBRARY_ROOTS = _library_roots()
+
+
+def _from_library(function: object) -> bool:
+    """Whether a Python function (or a method of one) was defined in a library's own files."""
+    function = getattr(function, "__func__", function)
+    code = getattr(function, "__code__", None)
+    if not isinstance(code, types.CodeType):
+        return False
+    return os.path.realpath(code.co_filename).startswith(_LIBRARY_ROOTS)
+
+
 def _unchanged(before: object, after: object) -> bool:
-    """The same object, an equal plain value, or a wrapper around the same object: PyTorch wraps
-    some of its own functions when a part of it is first imported (torch.func, dynamo), always
-    with functools.wraps; student code cannot (the scan refuses wraps and attribute writes)."""
+    """The same object, an equal plain value, or a library's own wrapper around the same object:
+    libraries wrap some of their own functions when a part of them is first used (the first
+    optimizer step imports torch._dynamo, which wraps torch.manual_seed), always with
+    functools.wraps and in their own files; a wrapper a student wrote lives in a cell."""
     if after is before:
         return True
     if isinstance(before, (bool, int, float, str, tuple)):
         return type(after) is type(before) and after == before
     for _ in range(3):
+        if not _from_library(after):
+            return False
         after = getattr(after, "__wrapped__", None)
         if after is before:
             return True
     return False
 
 
+def _callbacks(state: dict[str, object]) -> set[tuple[str, object]]:
+    events = state.get("IPython events", ())
+    return {(event, callback) for event, callbacks in events for callback in callbacks}
+
+
 def check() -> str:
     """'ok', or what changed since the snapshot (at most ten of them)."""
     if _baseline is None:
         return "no snapshot was taken"
-    now = _with_code(_state())
+    now = _state()
     missing = object()
-    changed = sorted(k for k in _baseline if not _unchanged(_baseline[k], now.get(k, missing)))
+    changed = sorted(
+        k
+        for k, before in _baseline.items()
+        if not k.endswith(" code")
+        and k != "IPython events"
+        and not _unchanged(before, now.get(k, missing))
+    )
+    # A function whose code was swapped in place is still the same object.
+    changed += sorted(
+        k
+        for k, code in _baseline.items()
+        if k.endswith(" code") and _baseline[k[:-5]].__code__ is not code
+    )
+    # IPython's own extensions (autoreload, the inline backend) register callbacks when loaded.
+    before, after = _callbacks(_baseline), _callbacks(now)
+    if before - after or any(not _from_library(cb) for _, cb in after - before):
+        changed.append("IPython events")
     changed += sorted(k for k in now if k.startswith("IPython shell") and k not in _baseline)
     return "ok" if not changed else "changed: " + ", ".join(changed[:10])

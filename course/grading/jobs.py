@@ -9,6 +9,7 @@ through nbgrader (`course.grading.replay`), so the gradebook is only ever writte
 
 from __future__ import annotations
 
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,8 +79,8 @@ def run_job(job: Job) -> JobResult:
     log = f"{result.get('log', '')}\n{result.get('error') or ''}"
     if not result["success"]:
         # Only the grader's own step names this exception: no student code had run yet.
-        started = KernelStartFailed.__name__ not in log
-        trouble = None if started else "the grading kernel could not start"
+        found = re.search(rf"{KernelStartFailed.__name__}: (.+)", log)
+        trouble = f"the grading kernel could not start: {found[1][:200]}" if found else None
         return JobResult(job.assignment, job.student, False, log, None, trouble)
     feedback = api.generate_feedback(job.assignment, job.student, force=True)
     pages = course.root / "feedback" / job.student / job.assignment

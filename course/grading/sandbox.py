@@ -33,7 +33,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import course
+from .kernelenv import package_dir
 
 CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWPID, CLONE_NEWIPC = 0x20000, 0x40000000, 0x20000000, 0x8000000
 NAMESPACES = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWIPC
@@ -83,10 +83,12 @@ def policy_for(
     private: Path,
     limits: Limits | None = None,
     isolate: bool = True,
+    view: Path | None = None,
 ) -> Policy:
     """The policy for a kernel working in ``workdir`` (inside ``private``), grading the course
-    at ``course_root``."""
-    package_home = Path(course.__file__).parent.parent
+    at ``course_root``, importing the grader's package through ``view``
+    (`course.grading.kernelenv.package_view`)."""
+    package_home = package_dir().parent
     hide = {Path(course_root)}
     if (package_home / "nbgrader_config.py").exists():  # grading a copy: hide the original too
         hide.add(package_home)
@@ -98,7 +100,8 @@ def policy_for(
         Path(sys.base_prefix),
         Path(sys.prefix),
         executable.parent if executable.name == "bin" else executable,
-        Path(course.__file__).parent,
+        package_dir(),
+        *([Path(view)] if view else []),
     }
     return Policy(
         str(workdir),

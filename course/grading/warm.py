@@ -30,6 +30,8 @@ import nbformat
 from jupyter_client.manager import AsyncKernelManager
 from traitlets import Unicode
 
+from .kernelenv import kernel_env, package_view
+
 
 @dataclass
 class Prefix:
@@ -171,7 +173,7 @@ def serve(spec_path: Path) -> None:
 class Zygote:
     """A running zygote for one notebook; ``socket`` is what kernels ask for a fork."""
 
-    def __init__(self, sources: list[str], folder: Path, name: str, log: Path):
+    def __init__(self, sources: list[str], folder: Path, name: str, log: Path, view: Path):
         folder.mkdir(parents=True, exist_ok=True)
         self.socket = str(folder / f"{name}.sock")
         spec = folder / f"{name}.zygote.json"
@@ -180,6 +182,7 @@ class Zygote:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "course.grading.warm", str(spec)],
                 cwd=folder,
+                env=kernel_env(os.environ, view),  # the kernels it forks keep it
                 stdout=out,
                 stderr=out,
                 stdin=subprocess.DEVNULL,
@@ -208,11 +211,13 @@ class WarmUp:
 
     def __init__(self, sources: list[Path], warm_dir: Path):
         self.zygotes = []
+        view = package_view(warm_dir)
         for source in sources:
             for notebook in sorted(source.glob("*.ipynb")):
                 folder = prefix_file(warm_dir, source.name, notebook.stem).parent
                 lead = prefix_sources(nbformat.read(notebook, as_version=4))
-                self.zygotes.append(Zygote(lead, folder, notebook.stem, warm_dir / "zygotes.log"))
+                log = warm_dir / "zygotes.log"
+                self.zygotes.append(Zygote(lead, folder, notebook.stem, log, view))
 
     def wait(self, timeout: float = 300) -> None:
         """Block until every zygote serves (or failed: its notebook is graded cold)."""
@@ -291,8 +296,10 @@ class SandboxedKernelManager(AsyncKernelManager):
 
     zygote = Unicode("", help="socket of the zygote to fork from; empty: start cold")
     policy = Unicode("", help="the sandbox policy, as JSON")
+    view = Unicode("", help="the folder the kernel imports `course` from (`kernelenv`)")
 
     async def _async_launch_kernel(self, kernel_cmd: list[str], **kw) -> None:
+        kw["env"] = kernel_env(kw["env"], Path(self.view))
         # ipykernel's own arguments, without the interpreter and module that run it
         argv = kernel_cmd[kernel_cmd.index("-f") :]
         try:

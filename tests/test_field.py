@@ -1,0 +1,87 @@
+"""Grading as courses are really run: a course folder copied for a new term or a TA (with its own
+`course` package), graded with the environment installed from the original folder, through
+`python -m course grade` and through plain `nbgrader autograde`. The kernel must import the
+package the grader runs, whatever the interpreter would find by itself, and grade exactly as in
+place."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from course.submission import build_submission, reference_answers, write_submission
+from course_testing import REPO, cell_scores, copy_course, corpus, exercise_points, points
+
+A = "01_requires_grad"
+STUDENTS = ["s0", "s1", "s2", "s3"]  # with 2 workers, the first run cold and later ones warm
+HONEST = corpus("honest")[A]
+
+
+def _env(**extra: str) -> dict[str, str]:
+    bindir = Path(sys.executable).parent
+    return {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}", **extra}
+
+
+@pytest.fixture(scope="module")
+def copied(tmp_path_factory):
+    """A copy of the course with its own `course` package (no venv: the original's serves it),
+    a class of reference answers and one honest answer per exercise of the corpus, and a
+    PYTHONPATH in the grader's environment that leads to a broken `course`."""
+    root = tmp_path_factory.mktemp("term2") / "course"
+    course = copy_course(root, with_release=True)
+    shutil.copytree(REPO / "course", root / "course", ignore=shutil.ignore_patterns("__pycache__"))
+    assert Path(sys.modules["course"].__file__).resolve().is_relative_to(REPO)
+    refs = reference_answers(course, A)
+    for student in STUDENTS:
+        write_submission(course, student, A, build_submission(course, A, refs))
+    honest = {e: files[0] for e, files in HONEST.items()}
+    answers = {**refs, **{e: p.read_text() for e, p in honest.items()}}
+    write_submission(course, "honest", A, build_submission(course, A, answers))
+    decoy = tmp_path_factory.mktemp("decoy") / "course"
+    decoy.mkdir()
+    (decoy / "__init__.py").write_text("raise ImportError('the decoy course package')\n")
+    return course, decoy.parent
+
+
+def test_python_m_course_in_a_copy_grades_as_in_place(copied):
+    course, decoy = copied
+    done = subprocess.run(
+        [sys.executable, "-m", "course", "grade", A, "--workers", "2"],
+        cwd=course.root,
+        env=_env(PYTHONPATH=str(decoy)),
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "flagged" not in done.stdout and "failed" not in done.stdout, done.stdout
+    full = points(A)
+    for student in [*STUDENTS, "honest"]:
+        scores = cell_scores(course, A, student)
+        assert sum(v or 0 for v in scores.values()) == full, (student, scores)
+
+
+def test_nbgrader_autograde_in_a_copy_grades_as_in_place(copied):
+    course, _ = copied
+    done = subprocess.run(
+        ["nbgrader", "autograde", A, "--force"],
+        cwd=course.root,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    for student in [*STUDENTS, "honest"]:
+        scores = cell_scores(course, A, student)
+        for exercise in HONEST:
+            assert exercise_points(scores, exercise) == points(A, f"test_{exercise}"), (
+                student,
+                exercise,
+                scores,
+            )
