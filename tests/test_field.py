@@ -85,3 +85,23 @@ def test_nbgrader_autograde_in_a_copy_grades_as_in_place(copied):
                 exercise,
                 scores,
             )
+
+
+def test_a_kernel_without_the_tripwire_is_the_graders_fault_not_the_students(
+    copied, monkeypatch
+):
+    """Where the kernel cannot import what grading needs (here: the tripwire's module), the
+    submission fails as the grader's trouble, after its retries: never flagged, never a rule
+    the student broke, and the grade it had stays."""
+    from course.grading import batch, execute
+
+    course, _ = copied
+    before = cell_scores(course, A, "s0")
+    monkeypatch.setattr(execute, "GUARD", "__import__('course.grading.no_such_tripwire')")
+    (outcome,) = batch.grade(course, [A], students=["s0"], warm=False)
+    assert outcome.status == batch.FAILED and outcome.grader_fault, outcome
+    assert "the grader's fault" in outcome.detail and "previous grade kept" in outcome.detail
+    assert "ModuleNotFoundError" in outcome.detail, outcome.detail
+    assert "withheld" not in outcome.detail and "policy" not in outcome.detail
+    assert batch.exit_status([outcome]) == batch.EXIT_GRADER_FAILED
+    assert cell_scores(course, A, "s0") == before
