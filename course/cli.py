@@ -59,6 +59,9 @@ def _parser() -> argparse.ArgumentParser:
         "student-copy", help="the repository students clone or open on Binder"
     )
     cpy.add_argument("dest", type=Path, help="a new folder")
+    cpy.add_argument(
+        "--binder", metavar="OWNER/REPO", help="the GitHub repository of the copy: a Binder badge"
+    )
 
     commands.add_parser("lab", help="JupyterLab on the course (formgrader in the Nbgrader menu)")
 
@@ -110,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "export":
             report.publish(course, [], args.out or course.root / GRADES_DIR)
         elif args.command == "student-copy":
-            print(f"student copy: {studentcopy.build_student_copy(course, args.dest)}")
+            copy = studentcopy.build_student_copy(course, args.dest, args.binder)
+            print(f"student copy: {copy}")
         elif args.command == "lab":
             lab.run_lab(course)
         elif args.command == "demo":
