@@ -179,9 +179,45 @@ def test_relative_links_are_found():
     assert relative_links(page) == ["docs/x.md", "../shared/y.md"]
 
 
-@pytest.mark.parametrize(
-    "page", ["README.md", *(str(p.relative_to(REPO)) for p in sorted((REPO / "docs").glob("*.md")))]
-)
+def heading_anchors(markdown: str) -> set[str]:
+    """The anchors GitHub gives a page's headings (code blocks left out)."""
+    prose = re.sub(r"^```.*?^```", "", markdown, flags=re.M | re.S)
+    headings = re.findall(r"^#+ (.+)$", prose, flags=re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
+def broken_anchors(page: Path) -> list[str]:
+    """The links of ``page`` to a heading of a Markdown page in the repository (or of itself)
+    that is not there."""
+    broken = []
+    for link in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+        target, _, anchor = link.partition("#")
+        path = page.parent / target if target else page
+        if anchor and not re.match(r"[a-z]+:", link) and path.suffix == ".md" and path.is_file():
+            if anchor not in heading_anchors(path.read_text()):
+                broken.append(link)
+    return broken
+
+
+def test_anchors_are_github_s_and_broken_ones_are_found(tmp_path):
+    page = "# Our commands (`python -m course ...`)\n```\n# not a heading\n```\n## What it *does*\n"
+    assert heading_anchors(page) == {"our-commands-python--m-course-", "what-it-does"}
+    (tmp_path / "x.md").write_text("## Top\n")
+    (tmp_path / "y.md").write_text(
+        "# Y\n[a](x.md#top) [b](#y) [c](https://e.org/#x) [d](x.md#gone) [e](#nowhere)\n"
+    )
+    assert broken_anchors(tmp_path / "y.md") == ["x.md#gone", "#nowhere"]
+
+
+DOCS = ["README.md", *(str(p.relative_to(REPO)) for p in sorted((REPO / "docs").glob("*.md")))]
+
+
+@pytest.mark.parametrize("page", DOCS)
+def test_every_link_to_a_heading_finds_it(page):
+    assert broken_anchors(REPO / page) == [], f"{page} links to headings that are not there"
+
+
+@pytest.mark.parametrize("page", DOCS)
 def test_every_link_of_the_docs_resolves_in_a_clone(page):
     """A clone has only the repository: no link may leave it (../shared) or point at nothing."""
     base = (REPO / page).parent
@@ -191,3 +227,30 @@ def test_every_link_of_the_docs_resolves_in_a_clone(page):
         if not (base / link).resolve().is_relative_to(REPO) or not (base / link).exists()
     ]
     assert not broken, f"{page} links to {broken}"
+
+
+def make_targets(makefile: str) -> dict[str, list[str]]:
+    """Each rule's target and its prerequisites (variables' `:=` lines left out)."""
+    rules = re.findall(r"^([\w$().-]+):(?!=)([^#\n]*)", makefile, flags=re.M)
+    return {target: prereqs.split() for target, prereqs in rules}
+
+
+def sets_itself_up(target: str, rules: dict[str, list[str]]) -> bool:
+    """Whether ``make target`` runs the install rule first (directly or through another rule)."""
+    return target == "install" or any(sets_itself_up(p, rules) for p in rules.get(target, []))
+
+
+def test_a_rule_without_install_does_not_set_itself_up():
+    rules = make_targets("VENV := .venv\ninstall: $(STAMP)\nlint: install  ## x\ndemo:\n\tpython\n")
+    assert rules == {"install": ["$(STAMP)"], "lint": ["install"], "demo": []}
+    assert sets_itself_up("lint", rules) and not sets_itself_up("demo", rules)
+
+
+def test_the_readme_gives_two_commands_for_a_fresh_machine_that_set_themselves_up():
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("## On a fresh machine", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"```bash\n(.*?)```", section, re.S)[1]
+    commands = re.findall(r"^make (\w+)", block, flags=re.M)
+    assert commands == ["demo", "test"]
+    rules = make_targets((REPO / "Makefile").read_text())
+    assert all(sets_itself_up(c, rules) for c in commands), {c: rules.get(c) for c in commands}
