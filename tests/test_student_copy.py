@@ -9,12 +9,14 @@ import json
 import os
 import re
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
+import zipfile
 from importlib import metadata
 from pathlib import Path
 
@@ -157,6 +159,31 @@ def test_its_requirements_install_what_a_student_needs_and_no_tool_of_the_instru
     needed = {m: canonical(distributions[m][0]) for m in imports}
     unmet = {m: d for m, d in needed.items() if d not in brought}
     assert not unmet, f"the notebooks import what the copy's requirements do not install: {unmet}"
+
+
+def test_pip_install_dot_installs_the_lesson_side(copy, tmp_path):
+    """`pip install .` in the copy (its README's local set-up): a package of course.lesson only,
+    whose dependencies its requirements.txt pins."""
+    src = tmp_path / "src"  # setuptools leaves build/ and *.egg-info where it builds
+    shutil.copytree(copy, src, ignore=shutil.ignore_patterns("release"))
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+         "-w", str(tmp_path), str(src)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    (wheel,) = tmp_path.glob("*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "course/__init__.py" in names and "course/lesson/checks.py" in names
+    modules = {n for n in names if n.endswith(".py")}
+    assert modules == {p.relative_to(copy).as_posix() for p in (copy / "course").rglob("*.py")}, (
+        "the wheel holds the copy's package, nothing more or less"
+    )
+    (meta,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+    depends = re.findall(
+        r"^Requires-Dist: ([\w-]+)", zipfile.ZipFile(wheel).read(meta).decode(), re.M
+    )
+    pins = pip_pins((copy / "requirements.txt").read_text())
+    assert depends and set(depends) <= set(pins), (depends, pins)
 
 
 def test_installed_with_follows_dependencies():
