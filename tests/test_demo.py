@@ -87,3 +87,30 @@ def test_the_demo_ends_with_the_summary_line_of_grade(demo_run):
     last = printed.splitlines()[-1]
     assert last == batch.summary(list(outcomes.values()))
     assert last == "graded 17, failed 4, missing 3"
+
+
+def readme_sample() -> list[str]:
+    """The lines of the demo's output that the README shows (its "..." lines left out)."""
+    section = (REPO / "README.md").read_text().split("## On a fresh machine", 1)[1]
+    blocks = re.findall(r"^```(\w*)\n(.*?)^```$", section, flags=re.M | re.S)
+    block = next(text for language, text in blocks if not language)
+    return [line for line in block.splitlines() if line.strip() and line != "..."]
+
+
+def unshown(sample: list[str], printed: str) -> list[str]:
+    """The README's lines that the demo did not print (`...` in a line stands for any text,
+    `.../.demo/` for the scratch folder)."""
+    missing = []
+    for line in sample:
+        pattern = re.escape(line.replace(".../.demo/", ".../")).replace(r"\.\.\.", ".*")
+        if not re.search(f"^{pattern}$", printed, flags=re.M):
+            missing.append(line)
+    return missing
+
+
+def test_the_readme_shows_what_the_demo_prints(demo_run):
+    _, _, printed = demo_run
+    sample = readme_sample()
+    assert sample[-1] == printed.splitlines()[-1]
+    assert unshown(sample, printed) == []
+    assert unshown(["01_requires_grad  ada      graded   99/99"], printed) != []
