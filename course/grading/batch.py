@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
+import signal
 import tempfile
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,6 +16,7 @@ from pathlib import Path
 import nbformat
 from nbgrader.api import MissingEntry
 
+from . import resume
 from .coursedir import Course, CourseError, nbgrader_reason
 from .jobs import Job, JobResult
 from .probes import ReferenceError, cache_dir, expected_records
@@ -161,23 +165,20 @@ def _scores(api, assignment: str, student: str) -> Outcome:
 def _record(course: Course, recorder, api, result: JobResult) -> Outcome:
     """Write a finished job's grades into the real gradebook and its files into the course."""
     problem = None if result.ok else result.failure or classify_failure(result.log)
+    grader_fault = result.failure is not None
     if problem is None:
         merged = recorder.autograde(result.assignment, result.student, force=True, create=True)
-        if not merged["success"]:
+        if not merged["success"]:  # the submission ran: recording it is the grader's part
+            grader_fault = True
             problem = "error: the executed notebook could not be recorded: " + classify_failure(
                 f"{merged.get('log', '')}\n{merged.get('error') or ''}"
             )
     if problem is not None:
         outcome = _failed(api, result.assignment, result.student, problem)
-        outcome.grader_fault = result.failure is not None
+        outcome.grader_fault = grader_fault
         return outcome
     _settle_manual_flags(api, result.assignment, result.student)
-    outcome = _scores(api, result.assignment, result.student)
-    if withheld := _withheld(course, result.assignment, result.student):
-        outcome.status = FLAGGED
-        outcome.detail = "; ".join(
-            filter(None, [f"tests withheld for review: {withheld}", outcome.detail])
-        )
+    outcome = _recorded(course, api, result.assignment, result.student)
     feedback = course.root / "feedback" / result.student / result.assignment
     if feedback.exists():
         shutil.rmtree(feedback)
@@ -185,6 +186,17 @@ def _record(course: Course, recorder, api, result: JobResult) -> Outcome:
         outcome.detail = "; ".join(filter(None, [outcome.detail, "feedback could not be written"]))
     else:
         shutil.copytree(result.feedback, feedback)
+    return outcome
+
+
+def _recorded(course: Course, api, assignment: str, student: str) -> Outcome:
+    """The outcome of a submission as the gradebook and its autograded notebooks have it."""
+    outcome = _scores(api, assignment, student)
+    if withheld := _withheld(course, assignment, student):
+        outcome.status = FLAGGED
+        outcome.detail = "; ".join(
+            filter(None, [f"tests withheld for review: {withheld}", outcome.detail])
+        )
     return outcome
 
 
@@ -243,6 +255,7 @@ def grade(
     known, ``on_outcome`` after each one. Raises `CourseError` before touching anything when an
     assignment's source no longer matches its graded cells.
     """
+    students_asked = students
     chosen = course.check_assignments(assignments)
     for assignment in chosen:  # before anything is touched
         course.check_released(assignment)
@@ -290,11 +303,53 @@ def grade(
                 gb.update_or_create_student(student)
         shutil.copy2(course.gradebook, workdir / "gradebook.db")
         recorder = replay_api(course, workdir)
+        selection = list(students_asked) if students_asked is not None else None
+        kept = resume.recorded(course, chosen, selection)
+        for job in [j for j in jobs if (j.assignment, j.student) in kept]:
+            jobs.remove(job)  # an interrupted run of this command recorded it
+            done(_recorded(course, api, job.assignment, job.student))
         graded = sorted({job.assignment for job in jobs}) if warm else []
         warm_up = WarmUp([course.root / "source" / a for a in graded], workdir / "warm")
+        recorded = set(kept)
         try:
-            for result in run_jobs(jobs, workers, executor):
-                done(_record(course, recorder, api, result))
+            with contextlib.closing(run_jobs(jobs, workers, executor)) as results:
+                for result in results:
+                    with _interrupt_deferred():  # never half-recorded
+                        done(_record(course, recorder, api, result))
+                        recorded.add((result.assignment, result.student))
+        except KeyboardInterrupt:
+            resume.interrupted(course, chosen, selection, recorded)
+            raise Interrupted(len(recorded), len(jobs) + len(kept)) from None
         finally:
             warm_up.close()
+    resume.finished(course)
     return [outcomes[(a, s)] for a in chosen for s in roster]
+
+
+class Interrupted(Exception):
+    """Grading was stopped (Ctrl-C): what was recorded stays, the rest is unchanged."""
+
+    def __init__(self, recorded: int, total: int):
+        self.recorded, self.total = recorded, total
+        super().__init__(
+            f"interrupted: {recorded} of {total} recorded, the rest unchanged; run the same "
+            "command again"
+        )
+
+
+@contextlib.contextmanager
+def _interrupt_deferred() -> Iterator[None]:
+    """Hold a Ctrl-C (SIGINT) until the block has run, then raise it: recording one submission
+    takes about a second and must not stop halfway (an autograded/ folder deleted, a grade
+    half-written)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signals reach only the main thread
+        return
+    caught: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        raise KeyboardInterrupt

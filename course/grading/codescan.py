@@ -116,6 +116,10 @@ DENIED_MODULES = {
     "numpy.ctypeslib",
     "numpy.lib.format",
 }
+# Harmless names of a refused module, allowed in ``from MODULE import NAME``.
+HARMLESS_IMPORTS = {"types": {"SimpleNamespace"}}
+# Special names a class body or a notebook may assign as ordinary Python does.
+HARMLESS_DUNDERS = {"__slots__", "__match_args__", "__hash__", "__doc__", "__all__"}
 DENIED_NAMES = {
     "exec": "runs code given as text",
     "eval": "runs code given as text",
@@ -264,6 +268,9 @@ class _Scanner(ast.NodeVisitor):
         module = node.module or ""
         if node.level:
             self.flag(node, "uses a relative import")
+        harmless = HARMLESS_IMPORTS.get(module, set())
+        if harmless and all(alias.name in harmless for alias in node.names):
+            return
         if _denied_module(module):
             self.flag(node, f"imports from {module}")
             return
@@ -276,7 +283,11 @@ class _Scanner(ast.NodeVisitor):
     def visit_Name(self, node):
         if node.id in DENIED_NAMES:
             self.flag(node, f"uses {node.id}, which {DENIED_NAMES[node.id]}")
-        elif isinstance(node.ctx, ast.Store) and node.id.startswith("__"):
+        elif (
+            isinstance(node.ctx, ast.Store)
+            and node.id.startswith("__")
+            and node.id not in HARMLESS_DUNDERS
+        ):
             self.flag(node, f"assigns the special name {node.id}")
 
     def visit_Attribute(self, node):

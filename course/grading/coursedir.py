@@ -21,6 +21,11 @@ class CourseError(Exception):
     """A problem an instructor must fix (wrong directory, unknown assignment, ...)."""
 
 
+class CourseTrouble(CourseError):
+    """A problem with the course's own state (a damaged gradebook, another run in progress),
+    not with the request or a submission."""
+
+
 def nbgrader_reason(log: str) -> str | None:
     """The last exception an nbgrader log names (``RuntimeError: Cannot add or remove cells
     ...``), skipping nbgrader's own "see the above traceback" summary; None if it names none."""

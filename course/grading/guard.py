@@ -214,20 +214,33 @@ def _from_library(function: object) -> bool:
     return os.path.realpath(code.co_filename).startswith(_LIBRARY_ROOTS)
 
 
+def _wrapped(function: object) -> list[object]:
+    """What a function wraps: its ``__wrapped__`` (functools.wraps) and what its closure holds."""
+    function = getattr(function, "__func__", function)
+    cells = getattr(function, "__closure__", None) or ()
+    inner = []
+    for cell in cells:
+        try:
+            inner.append(cell.cell_contents)
+        except ValueError:  # an empty cell
+            pass
+    return [*filter(None, [getattr(function, "__wrapped__", None)]), *inner]
+
+
 def _unchanged(before: object, after: object) -> bool:
     """The same object, an equal plain value, or a library's own wrapper around the same object:
     libraries wrap some of their own functions when a part of them is first used (the first
-    optimizer step imports torch._dynamo, which wraps torch.manual_seed), always with
-    functools.wraps and in their own files; a wrapper a student wrote lives in a cell."""
+    optimizer step imports torch._dynamo, which wraps torch.manual_seed; torch.compile wraps
+    nn.Module.__init__ in a closure), always in their own files; a wrapper a student wrote
+    lives in a cell."""
     if after is before:
         return True
     if isinstance(before, (bool, int, float, str, tuple)):
         return type(after) is type(before) and after == before
+    layer = [after]
     for _ in range(3):
-        if not _from_library(after):
-            return False
-        after = getattr(after, "__wrapped__", None)
-        if after is before:
+        layer = [inner for f in layer if _from_library(f) for inner in _wrapped(f)]
+        if any(inner is before for inner in layer):
             return True
     return False
 

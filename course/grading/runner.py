@@ -10,6 +10,7 @@ a pool at once, so a death costs only those.
 from __future__ import annotations
 
 import multiprocessing
+import os
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
@@ -38,8 +39,19 @@ def _settle(result: JobResult, job: Job, attempt: int, queue: deque) -> JobResul
 
 
 def _local_pool(workers: int) -> ProcessPoolExecutor:
-    # spawn: workers start clean, never inheriting the parent's open gradebook connections.
-    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+    # spawn: workers start clean, never inheriting the parent's open gradebook connections. Each
+    # leads a session of its own, so a Ctrl-C at the terminal reaches only the grader, which
+    # stops them (`_stop_now`), never a worker in the middle of a job.
+    return ProcessPoolExecutor(
+        workers, mp_context=multiprocessing.get_context("spawn"), initializer=os.setsid
+    )
+
+
+def _stop_now(pool: ProcessPoolExecutor) -> None:
+    """End the pool's workers at once: their kernels end with them (`course.grading.sandbox`),
+    and what they were grading was never recorded."""
+    for process in list((pool._processes or {}).values()):  # no public way before Python 3.14
+        process.kill()
 
 
 def run_jobs(
@@ -83,6 +95,12 @@ def run_jobs(
                         pool = _local_pool(workers)
                 if (final := _settle(result, job, attempt, queue)) is not None:
                     yield final
+    except BaseException:  # interrupted, or the caller stopped early (GeneratorExit)
+        for future in running:
+            future.cancel()
+        if own:
+            _stop_now(pool)
+        raise
     finally:
         if own:
             pool.shutdown(wait=True, cancel_futures=True)

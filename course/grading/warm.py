@@ -183,6 +183,7 @@ class Zygote:
                 [sys.executable, "-m", "course.grading.warm", str(spec)],
                 cwd=folder,
                 env=kernel_env(os.environ, view),  # the kernels it forks keep it
+                start_new_session=True,  # a Ctrl-C at the terminal is the grader's to handle
                 stdout=out,
                 stderr=out,
                 stdin=subprocess.DEVNULL,

@@ -1,0 +1,185 @@
+"""Keeping the gradebook safe: it is the only copy of every manual score and comment.
+
+- `check` refuses a gradebook that is empty, not SQLite, damaged, not nbgrader's, or emptied
+  while graded work exists, with one line that says what is wrong and how to restore: nbgrader
+  would silently replace an empty file with a new gradebook, and the grade files would follow.
+- `backup` keeps a copy (SQLite's backup API, consistent even while another process reads it)
+  in ``.course/backups/`` before every command that writes the gradebook, the last `KEEP` of them;
+  `restore` puts one back, keeping the gradebook it replaces.
+- `exclusive` lets one command at a time write a course's gradebook.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from .coursedir import Course, CourseTrouble
+
+KEEP = 10  # rotating backups
+TABLES = {"assignment", "notebook", "student", "submitted_assignment", "grade", "comment"}
+RESTORE = "python -m course restore"
+
+
+class GradebookDamaged(CourseTrouble):
+    """The gradebook cannot be trusted: nothing was read from it or written."""
+
+
+class CourseBusy(CourseTrouble):
+    """Another command is writing this course's gradebook."""
+
+
+def backups_dir(course: Course) -> Path:
+    return course.root / ".course" / "backups"
+
+
+def backups(course: Course) -> list[Path]:
+    """The kept copies, newest first."""
+    return sorted(backups_dir(course).glob("gradebook-*.db"), reverse=True)
+
+
+def _advice(course: Course) -> str:
+    kept = backups(course)
+    if kept:
+        return f"restore the newest good copy with `{RESTORE}` (copies in {backups_dir(course)})"
+    return "restore it from your own backup (no copy is kept in .course/backups/ yet)"
+
+
+def _problem(path: Path) -> str | None:
+    """What is wrong with the SQLite gradebook at ``path``, or None."""
+    if path.stat().st_size == 0:
+        return "is empty (0 bytes)"
+    with path.open("rb") as file:
+        if file.read(16) != b"SQLite format 3\x00":
+            return "is not an SQLite database"
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+            verdict = db.execute("PRAGMA quick_check").fetchall()
+            tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+    except sqlite3.DatabaseError as error:
+        return f"is damaged (SQLite: {error})"
+    if verdict != [("ok",)]:
+        return f"is damaged (SQLite: {verdict[0][0]})"
+    if missing := TABLES - tables:
+        return f"is not an nbgrader gradebook (no table {', '.join(sorted(missing))})"
+    return None
+
+
+def _graded_work(course: Course) -> int:
+    """How many submissions autograded/ holds (each was recorded in a gradebook)."""
+    return sum(1 for _ in (course.root / "autograded").glob("*/*/*.ipynb"))
+
+
+def _recorded(path: Path) -> int:
+    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+        return db.execute("SELECT count(*) FROM submitted_assignment").fetchone()[0]
+
+
+def check(course: Course) -> None:
+    """Raise `GradebookDamaged` (one line: what is wrong, how to restore) unless the gradebook
+    is sound, or absent in a course that has graded nothing yet."""
+    path, graded = course.gradebook, _graded_work(course)
+    if not path.exists():
+        if graded:
+            raise GradebookDamaged(
+                f"{path} is missing, but autograded/ holds {graded} graded notebooks: nbgrader "
+                f"would start an empty gradebook; {_advice(course)}"
+            )
+        return
+    if problem := _problem(path):
+        raise GradebookDamaged(f"{path} {problem}; nothing was changed; {_advice(course)}")
+    if graded and not _recorded(path):
+        raise GradebookDamaged(
+            f"{path} has no submissions, but autograded/ holds {graded} graded notebooks (was it "
+            f"replaced?); nothing was changed; {_advice(course)}"
+        )
+
+
+def _copy(source: Path, dest: Path) -> None:
+    """A consistent copy of an SQLite database, written beside ``dest`` and renamed into place."""
+    partial = dest.with_name(f".{dest.name}.{os.getpid()}.partial")
+    with (
+        contextlib.closing(sqlite3.connect(f"file:{source}?mode=ro", uri=True)) as src,
+        contextlib.closing(sqlite3.connect(partial)) as out,
+    ):
+        src.backup(out)
+    os.replace(partial, dest)
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def backup(course: Course, reason: str) -> Path | None:
+    """Keep a copy of the (checked) gradebook before ``reason`` (a command) writes it; None when
+    there is none yet or the newest copy already holds the same."""
+    if not course.gradebook.exists():
+        return None
+    folder = backups_dir(course)
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S") + f".{time.time_ns() % 10**6:06d}"
+    dest = folder / f"gradebook-{stamp}-{reason}.db"
+    _copy(course.gradebook, dest)
+    kept = backups(course)
+    if len(kept) > 1 and kept[0] == dest and _digest(kept[1]) == _digest(dest):
+        dest.unlink()  # nothing changed since the last copy: keep the older ones instead
+        return None
+    for old in kept[KEEP:]:
+        old.unlink()
+    return dest
+
+
+def restore(course: Course, name: str | None = None) -> tuple[Path, Path | None]:
+    """Put back the backup named ``name`` (default: the newest sound one); the gradebook it
+    replaces is kept as ``.course/backups/replaced-*.db``. Returns (restored, kept)."""
+    kept = backups(course)
+    if name is not None:
+        chosen = [p for p in kept if p.name == name or p.stem == name]
+        if not chosen:
+            names = ", ".join(p.name for p in kept) or "none"
+            raise GradebookDamaged(f"no backup named {name} (there are: {names})")
+    else:
+        chosen = [p for p in kept if _problem(p) is None]
+        if not chosen:
+            raise GradebookDamaged(f"no sound backup in {backups_dir(course)} to restore")
+    source = chosen[0]
+    if problem := _problem(source):
+        raise GradebookDamaged(f"the backup {source.name} {problem}; choose another")
+    replaced = None
+    if course.gradebook.exists():
+        replaced = backups_dir(course) / f"replaced-{time.strftime('%Y%m%d-%H%M%S')}.db"
+        os.replace(course.gradebook, replaced)
+    _copy(source, course.gradebook)
+    return source, replaced
+
+
+@contextlib.contextmanager
+def exclusive(course: Course, command: str) -> Iterator[None]:
+    """Hold the course's lock while ``command`` runs; raise `CourseBusy` if another command
+    holds it. The operating system releases it when the holder exits, however it ends."""
+    path = course.root / ".course" / "lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().strip() or "another process"
+            raise CourseBusy(
+                f"another run is in progress on this course ({holder}): wait for it to end, "
+                "or stop it, then run this command again"
+            ) from None
+        lock.seek(0)
+        lock.truncate()
+        lock.write(f"`{command}`, pid {os.getpid()}, since {time.strftime('%H:%M:%S')}")
+        lock.flush()
+        try:
+            yield
+        finally:
+            lock.truncate(0)
