@@ -7,10 +7,8 @@ import os
 import sys
 from pathlib import Path
 
-from . import demo, lab, release, report, returns, studentcopy
-from .grading import batch, sandbox
-from .grading.coursedir import Course, CourseError
-from .progress import Progress
+# Heavy modules (torch, nbgrader, nbformat's validator) are imported by the commands that use
+# them: --help and a mistyped command answer at once.
 
 GRADES_DIR = "grades"  # our files: grades.csv, canvas.csv, report.html (nbgrader's export: not)
 
@@ -65,6 +63,13 @@ def _parser() -> argparse.ArgumentParser:
 
     commands.add_parser("lab", help="JupyterLab on the course (formgrader in the Nbgrader menu)")
 
+    commands.add_parser("backup", help="keep a copy of gradebook.db in .course/backups/ now")
+    rst = commands.add_parser(
+        "restore", help="put back a copy of gradebook.db from .course/backups/ (default: newest)"
+    )
+    rst.add_argument("name", nargs="?", help="which copy (see --list)")
+    rst.add_argument("--list", action="store_true", help="list the copies, newest first")
+
     dem = commands.add_parser(
         "demo", help="grade a fictional class in a scratch copy of the course"
     )
@@ -72,7 +77,11 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _grade(course: Course, args) -> int:
+def _grade(course, args) -> int:
+    from .grading import batch, sandbox
+    from .progress import Progress
+    from .report import publish
+
     if reason := sandbox.unavailable():
         print(
             f"warning: kernels run with your rights, not sandboxed ({reason}); "
@@ -81,45 +90,119 @@ def _grade(course: Course, args) -> int:
         )
     students = course.check_students(args.students) if args.students else None
     bar: list[Progress] = []
-    outcomes = batch.grade(
-        course,
-        args.assignments,
-        students,
-        on_start=lambda total: bar.append(Progress(total)),
-        on_outcome=lambda o: bar[0].update(o.status == batch.FAILED),
-        workers=args.workers,
-    )
+    try:
+        outcomes = batch.grade(
+            course,
+            args.assignments,
+            students,
+            on_start=lambda total: bar.append(Progress(total)),
+            on_outcome=lambda o: bar[0].update(o.status == batch.FAILED),
+            workers=args.workers,
+        )
+    except batch.Interrupted as stopped:
+        if bar:
+            bar[0].close()
+        print(stopped, file=sys.stderr)
+        return EXIT_INTERRUPTED
     if bar:
         bar[0].close()
-    report.publish(course, outcomes, args.out or course.root / GRADES_DIR)
+    publish(course, outcomes, args.out or course.root / GRADES_DIR)
     print(batch.summary(outcomes))
     return batch.exit_status(outcomes)
 
 
+# Exit statuses beyond `course.grading.batch`'s 0, 1 and 3: a request that could not be taken,
+# and a run stopped by Ctrl-C (the shell's own convention).
+EXIT_REQUEST, EXIT_TROUBLE, EXIT_INTERRUPTED = 2, 3, 130
+# Commands that write the gradebook: one at a time per course, after a check and a backup.
+WRITES_GRADEBOOK = {"release", "grade", "feedback", "export", "backup", "restore"}
+
+
+def _restore(course, args) -> int:
+    from .grading import gradebook
+
+    if args.list:
+        kept = gradebook.backups(course)
+        for path in kept:
+            print(path.name)
+        if not kept:
+            print(f"no copies in {gradebook.backups_dir(course)}")
+        return 0
+    restored, replaced = gradebook.restore(course, args.name)
+    print(f"restored {course.gradebook} from {restored}")
+    if replaced:
+        print(f"the gradebook it replaced is kept as {replaced}")
+    return 0
+
+
+def _run(course, args) -> int:
+    if args.command == "release":
+        from .release import release
+
+        for assignment in release(course, args.assignments):
+            print(f"released {assignment} -> {course.root / 'release' / assignment}")
+    elif args.command == "grade":
+        return _grade(course, args)
+    elif args.command == "feedback":
+        from . import returns
+        from .report import publish
+
+        students = course.check_students(args.students) if args.students else None
+        released, by_hand = returns.return_feedback(course, args.assignments, students)
+        print(returns.summary(course, released, by_hand))
+        publish(course, [], args.out or course.root / GRADES_DIR)
+    elif args.command == "export":
+        from .report import publish
+
+        publish(course, [], args.out or course.root / GRADES_DIR)
+    elif args.command == "backup":
+        from .grading import gradebook
+
+        if not course.gradebook.exists():
+            print(f"nothing to back up: {course.gradebook} does not exist yet")
+        elif kept := gradebook.backup(course, "backup"):
+            print(f"kept {kept}")
+        else:
+            print(f"the newest copy already holds the same: {gradebook.backups(course)[0]}")
+    elif args.command == "restore":
+        return _restore(course, args)
+    elif args.command == "student-copy":
+        from .studentcopy import build_student_copy
+
+        print(f"student copy: {build_student_copy(course, args.dest, args.binder)}")
+    elif args.command == "lab":
+        from .lab import run_lab
+
+        run_lab(course)
+    elif args.command == "demo":
+        from .demo import run_demo
+
+        run_demo(course, args.scratch or course.root / ".demo")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    from .grading.coursedir import Course, CourseError, CourseTrouble
+
     try:
         course = Course.at(args.course)
-        if args.command == "release":
-            for assignment in release.release(course, args.assignments):
-                print(f"released {assignment} -> {course.root / 'release' / assignment}")
-        elif args.command == "grade":
-            return _grade(course, args)
-        elif args.command == "feedback":
-            students = course.check_students(args.students) if args.students else None
-            released, by_hand = returns.return_feedback(course, args.assignments, students)
-            print(returns.summary(course, released, by_hand))
-            report.publish(course, [], args.out or course.root / GRADES_DIR)
-        elif args.command == "export":
-            report.publish(course, [], args.out or course.root / GRADES_DIR)
-        elif args.command == "student-copy":
-            copy = studentcopy.build_student_copy(course, args.dest, args.binder)
-            print(f"student copy: {copy}")
-        elif args.command == "lab":
-            lab.run_lab(course)
-        elif args.command == "demo":
-            demo.run_demo(course, args.scratch or course.root / ".demo")
+        if args.command not in WRITES_GRADEBOOK:
+            return _run(course, args)
+        from .grading import gradebook
+
+        with gradebook.exclusive(course, args.command):
+            if args.command != "restore":  # restore is how a damaged one is mended
+                gradebook.check(course)
+                if args.command != "backup":
+                    gradebook.backup(course, args.command)
+            return _run(course, args)
+    except CourseTrouble as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_TROUBLE
     except CourseError as error:
         print(f"error: {error}", file=sys.stderr)
-        return 2
-    return 0
+        return EXIT_REQUEST
+    except KeyboardInterrupt:
+        print("interrupted before it finished; run the same command again", file=sys.stderr)
+        return EXIT_INTERRUPTED
