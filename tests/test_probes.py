@@ -90,7 +90,7 @@ def test_objects_that_fake_comparisons_become_plain_data_or_fail():
     assert type(number) is float and number == 1.5  # the value, never the subclass
     assert grading.difference(number, 2.0, 1e-5, 1e-6) == "got 1.5, expected 2.0"
     text = probes.record(type("S", (str,), {"__eq__": lambda s, o: True})("b"))
-    assert type(text) is str and grading.difference(text, "a", 0, 0) == 'got "b", expected "a"'
+    assert type(text) is str and grading.difference(text, "a", 0, 0) == 'got "b", not the answer'
 
 
 def test_a_patched_torch_in_the_kernel_changes_nothing(monkeypatch):

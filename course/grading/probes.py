@@ -142,9 +142,15 @@ def _tensor_difference(got: dict, want: dict, rtol: float, atol: float) -> str |
     return None
 
 
-def difference(got, want, rtol: float, atol: float, path: str = "") -> str | None:
-    """Where the student's record ``got`` differs from the reference's ``want``, or None."""
+def difference(
+    got, want, rtol: float, atol: float, path: str = "", reveal: bool = False
+) -> str | None:
+    """Where the student's record ``got`` differs from the reference's ``want``, or None. A
+    string the reference gives (a quick-check answer) is named only when ``reveal``: the page is
+    released while classmates may still hand in."""
     at = f"{path}: " if path else ""
+    if isinstance(want, str) and got != want and not reveal:
+        return f"{at}got {_short(got) if isinstance(got, str) else _describe(got)}, not the answer"
     if isinstance(want, dict) and "tensor" in want:
         if not (isinstance(got, dict) and "tensor" in got):
             return f"{at}got {_describe(got)}, expected {_describe(want)}"
@@ -156,7 +162,7 @@ def difference(got, want, rtol: float, atol: float, path: str = "") -> str | Non
         if len(got["list"]) != len(want["list"]):
             return f"{at}got {len(got['list'])} items, expected {len(want['list'])}"
         for index, (g, w) in enumerate(zip(got["list"], want["list"])):
-            if problem := difference(g, w, rtol, atol, f"{path}[{index}]"):
+            if problem := difference(g, w, rtol, atol, f"{path}[{index}]", reveal):
                 return problem
         return None
     if isinstance(want, dict) and "dict" in want:
@@ -166,7 +172,12 @@ def difference(got, want, rtol: float, atol: float, path: str = "") -> str | Non
             return f"{at}has the keys {sorted(got['dict'])}, expected {sorted(want['dict'])}"
         for key in want["dict"]:
             if problem := difference(
-                got["dict"][key], want["dict"][key], rtol, atol, f"{path}[{key!r}]" if path else key
+                got["dict"][key],
+                want["dict"][key],
+                rtol,
+                atol,
+                f"{path}[{key!r}]" if path else key,
+                reveal,
             ):
                 return problem
         return None
@@ -179,9 +190,10 @@ def difference(got, want, rtol: float, atol: float, path: str = "") -> str | Non
     return None
 
 
-def judge(got: list[dict] | None, want: list[dict]) -> list[str]:
+def judge(got: list[dict] | None, want: list[dict], reveal: bool = False) -> list[str]:
     """What the student's records get wrong, one line per failing probe ([] when all pass).
-    Titles, tolerances and hints come from the reference's records only."""
+    Titles, tolerances and hints come from the reference's records only; expected answers are
+    named only when ``reveal`` (`difference`)."""
     if got is None:
         return [
             "the hidden tests could not read your answer's results (the code that runs them "
@@ -206,7 +218,7 @@ def judge(got: list[dict] | None, want: list[dict]) -> list[str]:
         else:
             rtol, atol = expected["rtol"], expected["atol"]
             try:
-                problem = difference(mine["record"], expected["record"], rtol, atol)
+                problem = difference(mine["record"], expected["record"], rtol, atol, reveal=reveal)
             except (KeyError, TypeError, ValueError, IndexError, AttributeError, RuntimeError):
                 problem = "the result could not be read as data"  # a malformed record
             if problem:

@@ -1,0 +1,55 @@
+"""Released feedback is no answer key: a wrong quick-check answer is named, with its hint, but
+the right one is not, unless the grader is told to reveal it (after the due date)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+
+import nbformat
+
+from course.grading import probes
+from course_testing import REPO
+
+
+def _quick_check_hints() -> list[tuple[str, dict[str, str], tuple[str, ...]]]:
+    """(probe title, hints, options) of every quick check in the sources."""
+    found = []
+    for source in sorted((REPO / "source").glob("*/*.ipynb")):
+        for cell in nbformat.read(source, as_version=4).cells:
+            text = cell.source
+            for title, hints, options in re.findall(
+                r'@probe\("(quick check q\d)", hints=(\{.*?\})\)\n.*?choice\(q\d, (\(.*?\))',
+                text,
+                re.S,
+            ):
+                found.append((title, ast.literal_eval(hints), ast.literal_eval(options)))
+    return found
+
+
+def _record(title, answer, hints):
+    return {"title": title, "record": {"dict": {"answer": answer}}, "rtol": 0, "atol": 0,
+            "hints": hints}  # fmt: skip
+
+
+def test_a_wrong_quick_check_answer_gets_its_hint_not_the_answer():
+    checks = _quick_check_hints()
+    assert checks, "the sources have quick checks"
+    for title, hints, options in checks:
+        right, wrong = options[0], options[1]
+        want = [_record(title, right, hints)]
+        (problem,) = probes.judge([_record(title, wrong, hints)], want)
+        assert problem.startswith(f'{title}: answer: got "{wrong}", not the answer.'), problem
+        assert hints["answer"] in problem, "the hint says why"
+        assert json.dumps(right) not in problem, f"the page gives the answer away: {problem}"
+        (revealed,) = probes.judge([_record(title, wrong, hints)], want, reveal=True)
+        assert f"expected {json.dumps(right)}" in revealed
+        assert probes.judge([_record(title, right, hints)], want) == []
+
+
+def test_a_non_answer_is_described_without_the_answer():
+    want = [_record("quick check q1", "c", {})]
+    got = [{"title": "quick check q1", "record": {"dict": {"answer": None}}}]
+    (problem,) = probes.judge(got, want)
+    assert problem == "quick check q1: answer: got None, not the answer." and '"c"' not in problem
