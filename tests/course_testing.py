@@ -86,13 +86,15 @@ def copy_course(dest: Path, with_release: bool = False) -> Course:
     shutil.copytree(REPO / "fixtures", dest / "fixtures")
     # The reference's records (`course.grading.probes`), keyed by each source's content: made by
     # the first release or grade of the session, reused by every later scratch course.
-    shared = REPO / ".course"
+    # Only the records: the repository's own backups and lock (`course.grading.gradebook`) are
+    # its own.
+    shared = REPO / ".course" / "expected"
     if shared.is_dir():
-        shutil.copytree(shared, dest / ".course")
+        shutil.copytree(shared, dest / ".course" / "expected")
     course = Course.at(dest)
     if with_release:  # regenerated, so the scratch gradebook knows the assignments' cells
         release.release(course, [])
-        shutil.copytree(dest / ".course", shared, dirs_exist_ok=True)
+        shutil.copytree(dest / ".course" / "expected", shared, dirs_exist_ok=True)
     return course
 
 

@@ -65,7 +65,9 @@ def _problem(path: Path) -> str | None:
     except sqlite3.DatabaseError as error:
         return f"is damaged (SQLite: {error})"
     if verdict != [("ok",)]:
-        return f"is damaged (SQLite: {verdict[0][0]})"
+        found = " ".join(str(row[0]) for row in verdict).split("\n")
+        problems = [line for line in found if line.strip() and not line.startswith("***")]
+        return f"is damaged (SQLite: {(problems or found)[0][:120]}, and {len(problems) - 1} more)"
     if missing := TABLES - tables:
         return f"is not an nbgrader gradebook (no table {', '.join(sorted(missing))})"
     return None
@@ -123,7 +125,8 @@ def backup(course: Course, reason: str) -> Path | None:
         return None
     folder = backups_dir(course)
     folder.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S") + f".{time.time_ns() % 10**6:06d}"
+    now = time.time()  # names sort by time: the microseconds keep copies of one second apart
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now)) + f".{int(now * 1e6) % 10**6:06d}"
     dest = folder / f"gradebook-{stamp}-{reason}.db"
     _copy(course.gradebook, dest)
     kept = backups(course)
