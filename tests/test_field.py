@@ -87,9 +87,7 @@ def test_nbgrader_autograde_in_a_copy_grades_as_in_place(copied):
             )
 
 
-def test_a_kernel_without_the_tripwire_is_the_graders_fault_not_the_students(
-    copied, monkeypatch
-):
+def test_a_kernel_without_the_tripwire_is_the_graders_fault_not_the_students(copied, monkeypatch):
     """Where the kernel cannot import what grading needs (here: the tripwire's module), the
     submission fails as the grader's trouble, after its retries: never flagged, never a rule
     the student broke, and the grade it had stays."""
