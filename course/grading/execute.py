@@ -100,6 +100,7 @@ class GradingExecute(Execute):
         config=True
     )
     max_output_kb = Integer(1024, help="output kept per cell").tag(config=True)
+    max_notebook_output_kb = Integer(8192, help="output kept per notebook").tag(config=True)
     memory_mb = Integer(Limits.memory_mb, help="kernel's private memory").tag(config=True)
     isolate = Bool(True, help="namespaces and own uid, where the machine allows").tag(config=True)
     static_scan = Bool(
@@ -125,7 +126,8 @@ class GradingExecute(Execute):
         # student's code planted.
         self._workdir = os.path.join(self._private, "work")
         os.mkdir(self._workdir)
-        self._cell_output_bytes = 0
+        self._cell_output_bytes = self._output_bytes = 0
+        self._probing = False
         self._withheld = [str(f) for f in findings]
         self._guarding = False
         self._guard_listener = self._guard_channel = None
@@ -244,9 +246,9 @@ class GradingExecute(Execute):
             line = b""
         return line.decode(errors="replace").strip() or "the tripwire did not answer"
 
-    def _guard_check(self) -> str:
+    def _guard_ask(self, request: bytes) -> str:
         try:
-            self._guard_channel.write(b"check\n")
+            self._guard_channel.write(request + b"\n")
         except OSError:
             return "the tripwire did not answer"
         return self._guard_answer()
@@ -342,14 +344,17 @@ class GradingExecute(Execute):
         if test and hidden.strip() and grade_id in self._expected:
             self._probes.append((index, grade_id, hidden))
             cell.source = visible  # else (no reference records) the cell runs whole, as stock
+        lent = test and self._guarding and self._guard_ask(b"lend") == "ok"
         try:
             cell, resources = self._execute(cell, resources, index)
         finally:
             cell.source = source
         self._widgets_after_prefix(index)
         if test and self._guarding and not self._withheld:
-            if (answer := self._guard_check()) != "ok":
+            if (answer := self._guard_ask(b"check")) != "ok":
                 self._withheld.append(f"after test cell {index + 1}: {answer}")
+        if lent:
+            self._guard_ask(b"give back")
         if test and self._withheld:  # an execute_result before the finding earns nothing
             cell.outputs.insert(0, _withheld_output(self._withheld))
         return cell, resources
@@ -358,6 +363,7 @@ class GradingExecute(Execute):
         """After the last cell: run each test cell's probes outside the notebook's cells and
         history, and fail the cell (its first output, so nbgrader scores 0) when the records
         differ from the reference's. A cell that already failed or was withheld is left as is."""
+        self._probing = True  # from here on, nothing the kernel says reaches the notebook
         for index, grade_id, hidden in self._probes:
             cell = self.nb.cells[index]
             if any(o.output_type == "error" for o in cell.outputs):
@@ -368,9 +374,11 @@ class GradingExecute(Execute):
             finally:
                 self.nb.cells[index] = cell  # nbclient puts the cell it ran in that place
             errors = [o for o in run.outputs if o.output_type == "error"]
-            if errors:  # the answer stopped them (a time limit, a RecursionError, ...)
+            if errors:  # the answer stopped them: say why in the grader's words only
+                timed_out = errors[0].get("ename") == "CellTimeoutError"
                 problems = [
-                    f"the hidden tests did not finish: {errors[0].ename}: {errors[0].evalue}"
+                    "the hidden tests did not finish: "
+                    + ("they ran past the time limit" if timed_out else "the answer stopped them")
                 ]
             else:
                 problems = judge(read_records(run.outputs), self._expected[grade_id])
@@ -460,18 +468,29 @@ class GradingExecute(Execute):
         self._stuck = f"{message}; it went on after the interrupt, so its kernel was killed"
         await ensure_async(self.km.shutdown_kernel(now=True))
 
-    def output(self, outs, msg, display_id, cell_index):
+    def _counted(self, msg) -> str:
+        """Count an output message against the cell's and the notebook's caps: "keep", "cut"
+        (the first one past a cap) or "drop" (those after it)."""
         size = len(str(msg.get("content", "")))
         self._cell_output_bytes += size
-        limit = self.max_output_kb * 1024
-        if self._cell_output_bytes - size > limit:
+        self._output_bytes += size
+        over = max(
+            self._cell_output_bytes - self.max_output_kb * 1024,
+            self._output_bytes - self.max_notebook_output_kb * 1024,
+        )
+        return "keep" if over <= 0 else "cut" if over <= size else "drop"
+
+    def output(self, outs, msg, display_id, cell_index):
+        counted = self._counted(msg)
+        if counted == "drop":
             return None
-        if self._cell_output_bytes > limit:
+        if counted == "cut":
             outs.append(
                 nbformat.v4.new_output(
                     "stream",
                     name="stderr",
-                    text=f"\n[output cut by the grader: more than {self.max_output_kb} KB]\n",
+                    text=f"\n[output cut by the grader: more than {self.max_output_kb} KB in "
+                    f"a cell or {self.max_notebook_output_kb} KB in the notebook]\n",
                 )
             )
             return None
@@ -482,9 +501,19 @@ class GradingExecute(Execute):
             msg = {**msg, "content": {**content, "name": "stdout"}}
         return super().output(outs, msg, display_id, cell_index)
 
+    def _update_display_id(self, display_id, msg):
+        """An update of an earlier cell's output (``update_display_data``) counts against the
+        caps like any output, and none is taken once the hidden tests run: what the kernel says
+        then never reaches the notebook or the feedback."""
+        if not self._probing and self._counted(msg) == "keep":
+            super()._update_display_id(display_id, msg)
+
     def handle_comm_msg(self, outs, msg, cell_index):
         """nbclient's, which takes a widget message as well-formed: one that is not (student
-        code can send any) is left out, never a crash of the whole notebook."""
+        code can send any) is left out, never a crash of the whole notebook. None is taken once
+        the hidden tests run (widget state is kept in the notebook)."""
+        if self._probing:
+            return
         try:
             super().handle_comm_msg(outs, msg, cell_index)
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as error:

@@ -146,13 +146,57 @@ def _state() -> dict[str, object]:
                 {k: v for k, v in vars(shell).items() if callable(v) and not isinstance(v, type)},
             )
         )
-        # What the lesson imported: modules, and the course's check helpers.
-        for name, value in shell.user_ns.items():
-            if isinstance(value, types.ModuleType) or (
-                callable(value) and str(getattr(value, "__module__", "")).startswith("course")
-            ):
-                state[f"notebook name {name}"] = value
+        state.update(_entries("notebook name", _helpers(shell.user_ns)))
     return state
+
+
+def _helpers(namespace: dict) -> dict[str, object]:
+    """What the lesson imported: modules, and the course's check helpers."""
+    return {
+        name: value
+        for name, value in namespace.items()
+        if isinstance(value, types.ModuleType)
+        or (callable(value) and str(getattr(value, "__module__", "")).startswith("course"))
+    }
+
+
+# The lesson's helpers as the snapshot found them, and the student's own values of those names
+# while a test runs: a student may name a variable `probe` or `copy`, and the tests must still
+# find the lesson's.
+_lesson: dict[str, object] = {}
+_students: dict[str, object] = {}
+_UNBOUND = object()
+
+
+def lend() -> str:
+    """Before a test cell (or the probes) runs: bind the lesson's helpers again, keeping the
+    student's values of those names aside."""
+    namespace = _namespace()
+    for name, value in _lesson.items():
+        current = namespace.get(name, _UNBOUND)
+        if current is not value:
+            _students.setdefault(name, current)
+            namespace[name] = value
+    return "ok"
+
+
+def give_back() -> str:
+    """After the test cell: the student's values of those names again."""
+    namespace = _namespace()
+    for name, value in _students.items():
+        if value is _UNBOUND:
+            namespace.pop(name, None)
+        else:
+            namespace[name] = value
+    _students.clear()
+    return "ok"
+
+
+def _namespace() -> dict:
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    return shell.user_ns if shell is not None else {}
 
 
 def _with_code(state: dict[str, object]) -> dict[str, object]:
@@ -163,7 +207,8 @@ def _with_code(state: dict[str, object]) -> dict[str, object]:
 
 def start(path: str) -> None:
     """Take the baseline, then answer the grader over the Unix socket at ``path``: "ok" for the
-    snapshot, and the answer of `check` to every ``check`` line, one line each."""
+    snapshot, then one line for each request line: ``check`` (`check`), ``lend`` (`lend`),
+    ``give back`` (`give_back`)."""
     channel = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     channel.connect(path)
     stream = channel.makefile("rwb", buffering=0)
@@ -171,10 +216,13 @@ def start(path: str) -> None:
     def answer(text: str) -> None:
         stream.write(text.replace("\n", " ").encode() + b"\n")
 
+    requests = {b"check": check, b"lend": lend, b"give back": give_back}
+
     def serve() -> None:
+        # Between cells, while the kernel is idle: changing the namespace races nothing.
         for line in stream:
-            if line.strip() == b"check":
-                answer(check())
+            if (request := requests.get(line.strip())) is not None:
+                answer(request())
 
     answer(snapshot())
     threading.Thread(target=serve, name="course-tripwire", daemon=True).start()
@@ -189,6 +237,7 @@ def snapshot() -> str:
     shell = get_ipython()
     if shell is not None:
         _gate(shell.user_ns)
+        _lesson.update(_helpers(shell.user_ns))
     _baseline = _with_code(_state())
     return "ok"
 

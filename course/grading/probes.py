@@ -77,9 +77,25 @@ def test_cells(nb) -> list[tuple[str, str]]:
 
 
 # -- comparing records
+#
+# Every message is written here, from the reference's records; what the student's kernel sent
+# is data, and the only text of it that may reach the feedback is `_plain`: short, of a few
+# characters, never a hidden test's source or a record's hints.
+
+PLAIN = re.compile(r"[\w .,:()\[\]+-]+")
+TORCH_DTYPES = {str(v) for v in vars(torch).values() if isinstance(v, torch.dtype)}
+
+
+def _plain(text: object, default: str = "something else", limit: int = 40) -> str:
+    """``text`` if it is a short plain string (a name, a dtype, an answer like "b", one line of
+    an error message), else ``default``."""
+    plain = isinstance(text, str) and len(text) <= limit and PLAIN.fullmatch(text)
+    return text if plain else default
 
 
 def _short(value) -> str:
+    if isinstance(value, str):
+        return json.dumps(_plain(value, "a long or unusual string"))
     text = json.dumps(value)
     return text if len(text) <= 80 else text[:77] + "..."
 
@@ -87,17 +103,22 @@ def _short(value) -> str:
 def _describe(value) -> str:
     if isinstance(value, dict):
         if "tensor" in value:
-            return f"a {value['tensor']} tensor of shape {tuple(value.get('shape', ()))}"
+            dtype = value["tensor"] if value["tensor"] in TORCH_DTYPES else "tensor of another"
+            return f"a {dtype} tensor of shape {_short(value.get('shape', ()))}"
         if "list" in value:
-            return f"a {value.get('kind', 'list')} of {len(value['list'])}"
+            kind = value.get("kind") if value.get("kind") in ("list", "tuple") else "sequence"
+            return f"a {kind} of {len(value['list'])}"
         if "dict" in value:
             return "a dict"
         if "dtype" in value:
-            return str(value["dtype"])
-        return f"an object of class {value.get('object', '?')}"
+            return _plain(value["dtype"], "a dtype")
+        return f"an object of class {_plain(value.get('object'), '?')}"
     if isinstance(value, bool) or value is None:
         return repr(value)
-    return f"{'an' if type(value).__name__ == 'int' else 'a'} {type(value).__name__} {value!r}"
+    if isinstance(value, str):
+        return f"a str {_short(value)}"
+    article = "an" if type(value).__name__ == "int" else "a"
+    return f"{article} {type(value).__name__} {_short(value)}"
 
 
 def _close(got: float, want: float, rtol: float, atol: float) -> bool:
@@ -122,10 +143,10 @@ def _values(got, want, rtol: float, atol: float) -> str | None:
 
 
 def _tensor_difference(got: dict, want: dict, rtol: float, atol: float) -> str | None:
-    for fact in ("tensor", "shape"):
-        if got.get(fact) != want.get(fact):
-            label = "dtype" if fact == "tensor" else fact
-            return f"its {label} is {got.get(fact)}, expected {want.get(fact)}"
+    if got.get("tensor") != want.get("tensor"):
+        return f"its dtype is {_plain(got.get('tensor'))}, expected {want.get('tensor')}"
+    if got.get("shape") != want.get("shape"):
+        return f"its shape is {_short(got.get('shape'))}, expected {want.get('shape')}"
     for fact in ("requires_grad", "is_leaf"):
         if got.get(fact) != want.get(fact):
             return f"its {fact} is {got.get(fact)}, expected {want.get(fact)}"
@@ -169,7 +190,9 @@ def difference(
         if not (isinstance(got, dict) and "dict" in got):
             return f"{at}got {_describe(got)}, expected {_describe(want)}"
         if set(got["dict"]) != set(want["dict"]):
-            return f"{at}has the keys {sorted(got['dict'])}, expected {sorted(want['dict'])}"
+            missing = sorted(set(want["dict"]) - set(got["dict"]))
+            extra = len(set(got["dict"]) - set(want["dict"]))
+            return f"{at}has other keys than expected (missing: {missing}; {extra} extra)"
         for key in want["dict"]:
             if problem := difference(
                 got["dict"][key],
@@ -205,13 +228,14 @@ def judge(got: list[dict] | None, want: list[dict], reveal: bool = False) -> lis
         title = expected["title"]
         mine = by_title.get(title, {})
         if "missing" in mine:
-            problems.append(f"{title}: {mine['missing']} is not defined")
+            name = _plain(mine["missing"], "a function it calls")
+            problems.append(f"{title}: {name} is not defined")
         elif "raised" in mine:
-            kind = mine["raised"]
-            message = mine.get("message", "")
-            if kind == "NotImplementedError" and not message:  # nbgrader's stub
+            kind = _plain(mine["raised"], "an exception")
+            if kind == "NotImplementedError" and not mine.get("message"):  # nbgrader's stub
                 problems.append(f"{title}: not implemented yet")
-            else:
+            else:  # the message is the student's text: only a plain line of it
+                message = _plain(mine.get("message"), "", limit=100)
                 problems.append(f"{title}: raised {kind}: {message}".rstrip(": "))
         elif "record" not in mine:
             problems.append(f"{title}: no result")

@@ -281,6 +281,18 @@ def unavailable() -> str | None:
     return None if code == 0 else f"namespaces are not allowed here ({os.strerror(code)})"
 
 
+def close_inherited() -> None:
+    """Keep no descriptor of the process this one was forked from: standard streams to
+    /dev/null (the kernel's output goes over its own sockets, made after this), every other one
+    closed. A zygote's log, shared by every kernel it forks, must never carry one student's
+    output to another's grading. (A kernel started cold is exec'ed with only its standard
+    streams, the grader's own.)"""
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.closerange(3, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+
+
 def enter(policy: Policy) -> list[str]:
     """Sandbox the current process (which then runs the kernel); return what was not enforced.
     Isolated, the caller stays outside as the kernel's stand-in and never returns from here: its

@@ -111,13 +111,13 @@ def _become_kernel(request: dict, namespace: dict, count: int) -> None:
     from ipykernel.kernelapp import IPKernelApp
     from IPython.core.interactiveshell import InteractiveShell
 
-    from .sandbox import Policy, enter
+    from .sandbox import Policy, close_inherited, enter
 
     os.environ.clear()
     os.environ.update(request["env"])
     os.chdir(request["cwd"])
-    for problem in enter(Policy.from_json(request["policy"])):
-        print(f"sandbox: {problem}", file=sys.stderr)
+    close_inherited()
+    enter(Policy.from_json(request["policy"]))  # what it could not enforce, `grade` has said
     InteractiveShell.clear_instance()
     # Read from the environment when ipykernel was imported, i.e. in the zygote: set it here.
     parent = int(os.environ.get("JPY_PARENT_PID") or 0)
