@@ -4,6 +4,7 @@ score each released feedback page shows (what the student sees when fetching fee
 from __future__ import annotations
 
 import re
+from functools import cache
 from pathlib import Path
 
 from nbgrader.utils import notebook_hash, parse_utc
@@ -13,10 +14,11 @@ from .grading.coursedir import Course
 _PAGE_SCORE = re.compile(r"\(Score: (-?[\d.]+) / [\d.]+\)</h4>")  # nbgrader's feedback header
 
 
+@cache  # read once per course: it is asked for every row of the sheet
 def _course_folder(course: Course) -> Path:
     config = course.config()
     root = Path(config.Exchange.get("root", "/srv/nbgrader/exchange"))
-    return root / config.CourseDirectory.course_id
+    return root / config.CourseDirectory.get("course_id", "")
 
 
 def _stamp(folder: Path):

@@ -143,12 +143,18 @@ class Term(RuleBasedStateMachine):
         self.fresh = False  # the sheet was written before: it cannot know
         self.steps.append(f"{student} submits at {offset:+d} s{' (wrong)' if wrong else ''}")
 
-    @precondition(lambda self: any(s not in self.inbound for s in STUDENTS))
+    def by_hand(self) -> list[str]:
+        """Students who may hand in by hand: none of their work went through the exchange."""
+        return [s for s in STUDENTS if s not in self.inbound]
+
+    @precondition(lambda self: self.by_hand())
     @rule(data=st.data(), wrong=st.booleans())
     def hand_in(self, data, wrong):
+        self.hand_in_as(data.draw(st.sampled_from(self.by_hand())), wrong)
+
+    def hand_in_as(self, student, wrong):
         """The README's route for work from Binder or a student's machine: the notebook copied
         into submitted/ by hand, without nbgrader's timestamp.txt or secret."""
-        student = data.draw(st.sampled_from([s for s in STUDENTS if s not in self.inbound]))
         folder = self.root / "submitted" / student / A
         folder.mkdir(parents=True, exist_ok=True)
         nbformat.write(self.notebook(wrong), folder / f"{A}.ipynb")
@@ -168,11 +174,15 @@ class Term(RuleBasedStateMachine):
         self.fresh = False
         self.steps.append(f"collect{' --update' if update else ''}")
 
-    @initialize(offsets=st.tuples(*[st.sampled_from(OFFSETS)] * len(STUDENTS)))
-    def class_hands_in(self, offsets):
-        """The class submits before anything else happens (the later steps may resubmit)."""
-        for student, offset in zip(STUDENTS, offsets):
-            self.submit(student, offset, wrong=student == STUDENTS[-1])
+    @initialize(ways=st.tuples(*[st.sampled_from([*OFFSETS, None])] * len(STUDENTS)))
+    def class_hands_in(self, ways):
+        """The class hands in before anything else happens, each student through the exchange
+        (at an offset from the due date) or by hand (None); later steps may resubmit."""
+        for student, offset in zip(STUDENTS, ways):
+            if offset is None:
+                self.hand_in_as(student, wrong=False)
+            else:
+                self.submit(student, offset, wrong=student == STUDENTS[-1])
         self.collect(update=False)
 
     @rule()
@@ -238,6 +248,7 @@ class Term(RuleBasedStateMachine):
         nbformat.write(nb, self.source)
         with self.course.api().gradebook as gb:
             graded = bool(gb.find_assignment(A).num_submissions)
+        self.steps.append(f"{self.essay} worth {self.essay_points + 1:g} in source/")
         code, out = self.command("grade", A)
         self.source.write_text(before)
         assert code == 2 and "Nothing was graded" in out, out
@@ -249,8 +260,10 @@ class Term(RuleBasedStateMachine):
         with self.course.api().gradebook as gb:
             if add and not self.typo:
                 gb.add_assignment(TYPO, duedate=DUE.replace(tzinfo=None))
+                self.steps.append(f"nbgrader db assignment add {TYPO}")
             elif not add and self.typo:
                 gb.remove_assignment(TYPO)
+                self.steps.append(f"nbgrader db assignment remove {TYPO}")
         self.typo = add
         self.fresh = False
         code, out = self.command("grade", TYPO)

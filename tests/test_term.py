@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import datetime
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -64,6 +65,16 @@ def written_answer(source: Path) -> str:
         for c in nb.cells
         if c.cell_type == "markdown" and c.metadata.get("nbgrader", {}).get("grade")
     )
+
+
+def released_page(term, student: str) -> float:
+    """The score on the feedback page the student fetches (nbgrader fetch_feedback)."""
+    home = term.tmp / student
+    run("nbgrader", "fetch_feedback", A, "--student", student, *term.student_options(student),
+        cwd=home, home=home)  # fmt: skip
+    pages = sorted((home / A / "feedback").glob(f"*/{NOTEBOOK}.html"))
+    found = re.search(r"\(Score: ([\d.]+) / [\d.]+\)</h4>", pages[-1].read_text())
+    return float(found[1])
 
 
 class Term:
@@ -224,8 +235,30 @@ def test_the_whole_term(term):
     manual_work_is_there()
     source.write_bytes(before)
 
+    # cara, late, has her written answer graded after autograde: the penalty (two started
+    # days, 20%) is taken from the score with it, whatever the order of the steps.
+    with course.api().gradebook as gb:
+        gb.find_grade(term.essay_id, NOTEBOOK, A, "cara").manual_score = MANUAL
+        gb.db.commit()
+
     # Feedback after manual grading carries the manual score and the comment to the student.
     run("course", "feedback", A, cwd=root)
+    cara = 0.8 * (code_points + MANUAL)
+    assert float(sheet(course)["cara"]["score"]) == pytest.approx(cara)
+    assert released_page(term, "cara") == pytest.approx(cara, abs=0.01)
+
+    # A score changed after the release: the sheet names the out-of-date page and the one
+    # command that fixes it; that command brings the page in line.
+    with course.api().gradebook as gb:
+        gb.find_grade(term.essay_id, NOTEBOOK, A, "cara").manual_score = 0.0
+        gb.db.commit()
+    exported = run("course", "export", cwd=root).stdout
+    fix = f"python -m course feedback {A} --student cara"
+    assert fix in exported and "out of date" in sheet(course)["cara"]["notes"]
+    assert released_page(term, "cara") == pytest.approx(cara, abs=0.01)
+    run(*fix.split()[2:], cwd=root)
+    assert released_page(term, "cara") == pytest.approx(0.8 * code_points, abs=0.01)
+    assert "out of date" not in sheet(course)["cara"]["notes"]
     page = (root / "feedback" / "alice" / A / f"{NOTEBOOK}.html").read_text()
     assert COMMENT in page and "BEGIN HIDDEN TESTS" not in page
     assert WRAP_CSS in page, "long messages wrap instead of running off the page"
