@@ -135,6 +135,14 @@ def _restore(course, args) -> int:
     return 0
 
 
+def _check_request(course, args) -> None:
+    """Refuse an unknown assignment or student before anything is imported or written."""
+    if "assignments" in args:
+        course.check_assignments(args.assignments)
+    if getattr(args, "students", None):
+        course.check_students(args.students)
+
+
 def _run(course, args) -> int:
     if args.command == "release":
         from .release import release
@@ -194,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         with gradebook.exclusive(course, args.command):
             if args.command != "restore":  # restore is how a damaged one is mended
                 gradebook.check(course)
+                _check_request(course, args)
                 if args.command != "backup":
                     gradebook.backup(course, args.command)
             return _run(course, args)

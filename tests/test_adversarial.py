@@ -6,6 +6,7 @@ with honest students whose grades must come out untouched."""
 from __future__ import annotations
 
 import socket
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -246,15 +247,21 @@ def _write_class(course: Course, port: int) -> None:
     (course.root / "submitted" / "zero_bytes" / A / f"{A}.ipynb").write_bytes(b"")
 
 
-def _kernel_processes() -> list[int]:
+def _kernel_processes(marker: Path) -> list[int]:
+    """Live processes of kernel uids that this module's grading started: their environment
+    names its temporary folder (a kernel's TMPDIR lies there, and what it starts inherits it),
+    so another grading run on the machine is not counted."""
     pids = []
     for status in Path("/proc").glob("[0-9]*/status"):
         try:
             fields = dict(line.split(":", 1) for line in status.read_text().splitlines())
+            environ = (status.parent / "environ").read_bytes()
         except OSError:
             continue
-        if int(fields["Uid"].split()[0]) >= FIRST_UID and not fields["State"].strip().startswith(
-            "Z"
+        if (
+            int(fields["Uid"].split()[0]) >= FIRST_UID
+            and not fields["State"].strip().startswith("Z")
+            and str(marker).encode() in environ
         ):
             pids.append(int(status.parent.name))
     return pids
@@ -267,10 +274,14 @@ def graded(tmp_path_factory):
         config.write("\nc.Execute.timeout = 10\nc.GradingExecute.total_timeout = 45\n")
     server, connections = _listen()
     _write_class(course, server.getsockname()[1])
-    outcomes = {o.student: o for o in batch.grade(course, [A], workers=2)}
+    marker = tmp_path_factory.mktemp("adversarial-tmp")
+    with pytest.MonkeyPatch.context() as patch:  # the run's temporary files, its kernels' homes
+        patch.setenv("TMPDIR", str(marker))
+        patch.setattr(tempfile, "tempdir", str(marker))
+        outcomes = {o.student: o for o in batch.grade(course, [A], workers=2)}
     time.sleep(6)  # give a detached process time to do its worst
     server.close()
-    return course, outcomes, connections
+    return course, outcomes, connections, marker
 
 
 def _autograded(course: Course, student: str) -> str:
@@ -278,7 +289,7 @@ def _autograded(course: Course, student: str) -> str:
 
 
 def test_every_student_has_an_explicit_status(graded):
-    _, outcomes, _ = graded
+    _, outcomes, _, _ = graded
     assert set(outcomes) == set(CLASS) | {"zero_bytes"}
     for o in outcomes.values():
         assert o.status in batch.STATUSES
@@ -290,7 +301,7 @@ def test_every_student_has_an_explicit_status(graded):
 def test_honest_work_gets_every_point(graded, student):
     """Including the honest student whose folder also holds a torch.py and a wrong extra copy,
     and one whose answer prints a warning in every test cell."""
-    _, outcomes, _ = graded
+    _, outcomes, _, _ = graded
     assert (outcomes[student].status, outcomes[student].score, outcomes[student].max_score) == (
         batch.GRADED,
         FULL,
@@ -315,7 +326,7 @@ def test_changed_tests_and_metadata_earn_nothing(graded, student):
     loop is cut by the cell timeout and a huge allocation fails in the cell, and the rest of the
     notebook is graded; a rebound builtin changes nothing (the hidden tests are judged outside
     the kernel)."""
-    course, outcomes, _ = graded
+    course, outcomes, _, _ = graded
     o = outcomes[student]
     assert (o.status, o.score, o.max_score) == (batch.GRADED, WRONG_SCORE, FULL), o
     assert [cell_scores(course, A, student)[t] for t in MT_TESTS] == [0, 0]
@@ -325,7 +336,7 @@ def test_a_no_grad_held_open_earns_nothing(graded):
     """Allowed code that leaves torch.no_grad() on for every later cell: the visible tests of
     later exercises fail in the kernel, and each probe starts with grad mode on, so it gains
     nothing over its wrong answer."""
-    course, outcomes, _ = graded
+    course, outcomes, _, _ = graded
     o = outcomes["held_no_grad"]
     assert o.status == batch.GRADED and o.score <= WRONG_SCORE, o
     assert [cell_scores(course, A, "held_no_grad")[t] for t in MT_TESTS] == [0, 0]
@@ -333,7 +344,7 @@ def test_a_no_grad_held_open_earns_nothing(graded):
 
 @pytest.mark.parametrize("student", ["reordered", "renamed_grade_id", "empty_notebook"])
 def test_moved_renamed_or_missing_cells_earn_nothing(graded, student):
-    _, outcomes, _ = graded
+    _, outcomes, _, _ = graded
     o = outcomes[student]
     assert o.status in (batch.GRADED, batch.PARTIAL, batch.FAILED), o
     assert o.score is None or (o.score <= WRONG_SCORE and o.max_score == FULL), o
@@ -353,7 +364,7 @@ def test_moved_renamed_or_missing_cells_earn_nothing(graded, student):
     ],
 )
 def test_tampering_is_flagged_and_earns_no_automatic_points(graded, student, reason):
-    course, outcomes, _ = graded
+    course, outcomes, _, _ = graded
     o = outcomes[student]
     assert o.status == batch.FLAGGED and reason in o.detail, o
     assert o.score == 0 and o.max_score == FULL
@@ -372,7 +383,7 @@ def test_tampering_is_flagged_and_earns_no_automatic_points(graded, student, rea
     ],
 )
 def test_broken_or_crashing_submissions_fail_with_a_reason(graded, student, reason):
-    course, outcomes, _ = graded
+    course, outcomes, _, _ = graded
     o = outcomes[student]
     assert o.status == batch.FAILED and reason in o.detail, o
     with course.api().gradebook as gb:  # still on the roster, with no grade to mistake for a 0
@@ -380,7 +391,7 @@ def test_broken_or_crashing_submissions_fail_with_a_reason(graded, student, reas
 
 
 def test_output_flood_is_cut(graded):
-    course, outcomes, _ = graded
+    course, outcomes, _, _ = graded
     assert outcomes["output_flood"].score == FULL
     text = _autograded(course, "output_flood")
     assert "output cut by the grader" in text and len(text) < 2_000_000
@@ -394,7 +405,7 @@ def _printed(course: Course, student: str, marker: str) -> str:
 
 
 def test_the_kernel_sees_only_its_own_working_copy(graded):
-    course, outcomes, _ = graded
+    course, outcomes, _, _ = graded
     printed = _printed(course, "read_source", "np.fromfile")
     assert outcomes["read_source"].score == FULL
     assert printed.count("BLOCKED") == 5 and "READ" not in printed and "WROTE" not in printed
@@ -402,7 +413,7 @@ def test_the_kernel_sees_only_its_own_working_copy(graded):
 
 
 def test_the_kernel_has_no_network(graded):
-    course, _, connections = graded
+    course, _, connections, _ = graded
     assert connections == []
     assert "NO NETWORK" in _printed(course, "network", "create_connection")
 
@@ -410,14 +421,14 @@ def test_the_kernel_has_no_network(graded):
 def test_nothing_a_kernel_started_outlives_grading(graded):
     """Fork storms and detached processes are killed with their kernel: none wrote the gradebook
     after grading."""
-    course, outcomes, _ = graded
-    assert _kernel_processes() == []
+    course, outcomes, _, marker = graded
+    assert _kernel_processes(marker) == []
     assert outcomes["honest"].score == FULL
     assert sum(v for v in cell_scores(course, A, "honest").values()) == FULL
 
 
 def test_regrading_is_idempotent_and_a_failed_regrade_keeps_the_grade(graded):
-    course, first, _ = graded
+    course, first, _, _ = graded
     again = {"honest", "wrong", "patch_allclose", "held_no_grad", "zero_bytes"}
     second = {o.student: o for o in batch.grade(course, [A], students=sorted(again), workers=2)}
     for student in again:

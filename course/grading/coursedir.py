@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
 import re
+import sqlite3
 import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from nbgrader.api import MissingEntry
-
-from .speedups import cache_validators
+# nbgrader (and what it imports) is imported where it is used: a command refused for a typo
+# answers at once.
 
 CONFIG_FILE = "nbgrader_config.py"
 
@@ -86,8 +87,12 @@ class Course:
     def check_students(self, requested: list[str]) -> list[str]:
         """Return ``requested``; raise on a student who is neither in the gradebook nor has a
         folder in submitted/ (a typo must not add a phantom student)."""
-        with self.api().gradebook as gb:
-            known = {s.id for s in gb.students}
+        known = set()
+        if self.gradebook.exists():  # read directly: no need to start nbgrader to refuse a typo
+            with contextlib.closing(
+                sqlite3.connect(f"file:{self.gradebook}?mode=ro", uri=True)
+            ) as db:
+                known = {row[0] for row in db.execute("SELECT id FROM student")}
         if (self.root / "submitted").is_dir():
             known |= {p.name for p in (self.root / "submitted").iterdir() if p.is_dir()}
         for student in requested:
@@ -104,6 +109,7 @@ class Course:
         """Raise unless the gradebook knows ``assignment``'s graded cells exactly as source/ has
         them: grading against other cells fails every submission, so say what to do first."""
         from nbformat import read
+        from nbgrader.api import MissingEntry
 
         source = {}
         for path in sorted((self.root / "source" / assignment).glob("*.ipynb")):
@@ -170,6 +176,8 @@ class Course:
         from nbgrader.apps import NbGraderAPI
         from nbgrader.coursedir import CourseDirectory
         from sqlalchemy.exc import SAWarning
+
+        from .speedups import cache_validators
 
         _expose_venv_tools()
         cache_validators()
