@@ -89,23 +89,22 @@ def _grade(course, args) -> int:
             file=sys.stderr,
         )
     students = course.check_students(args.students) if args.students else None
-    bar: list[Progress] = []
+    bar = Progress()
     try:
         outcomes = batch.grade(
             course,
             args.assignments,
             students,
-            on_start=lambda total: bar.append(Progress(total)),
-            on_outcome=lambda o: bar[0].update(o.status == batch.FAILED),
+            on_start=bar.start,
+            on_outcome=lambda o: bar.update(o.status == batch.FAILED),
+            on_phase=bar.phase,
             workers=args.workers,
         )
     except batch.Interrupted as stopped:
-        if bar:
-            bar[0].close()
+        bar.close()
         print(stopped, file=sys.stderr)
         return EXIT_INTERRUPTED
-    if bar:
-        bar[0].close()
+    bar.close()
     publish(course, outcomes, args.out or course.root / GRADES_DIR)
     print(batch.summary(outcomes))
     return batch.exit_status(outcomes)

@@ -30,3 +30,17 @@ def test_progress_is_quiet_when_not_a_tty():
     bar.update(failed=False)
     bar.close()
     assert stream.getvalue() == ""
+
+
+def test_progress_says_what_it_does_before_the_first_submission():
+    stream = FakeTTY()
+    bar = Progress(stream=stream)
+    bar.phase("checking the reference records")
+    assert stream.getvalue().endswith(
+        "0/0 graded, 0 failed, ETA --:-- (checking the reference records)"
+    )
+    bar.start(3)
+    bar.phase("grading, kernels warming up")
+    assert bar.line().endswith("0/3 graded, 0 failed, ETA --:-- (grading, kernels warming up)")
+    bar.update(failed=False)
+    assert "(" not in bar.line()

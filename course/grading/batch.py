@@ -241,6 +241,7 @@ def grade(
     students: Iterable[str] | None = None,
     on_outcome: Callable[[Outcome], None] | None = None,
     on_start: Callable[[int], None] | None = None,
+    on_phase: Callable[[str], None] | None = None,
     workers: int = 1,
     warm: bool = True,
     executor: Executor | None = None,
@@ -259,6 +260,8 @@ def grade(
     chosen = course.check_assignments(assignments)
     for assignment in chosen:  # before anything is touched
         course.check_released(assignment)
+    phase = on_phase or (lambda doing: None)
+    phase("checking the reference solutions' records")
     check_references(course, chosen, workers)
     api = course.api()
     if students is None:
@@ -308,6 +311,7 @@ def grade(
         for job in [j for j in jobs if (j.assignment, j.student) in kept]:
             jobs.remove(job)  # an interrupted run of this command recorded it
             done(_recorded(course, api, job.assignment, job.student))
+        phase("grading; kernels start cold until the warm ones are ready" if warm else "grading")
         graded = sorted({job.assignment for job in jobs}) if warm else []
         warm_up = WarmUp([course.root / "source" / a for a in graded], workdir / "warm")
         recorded = set(kept)
