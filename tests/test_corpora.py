@@ -106,6 +106,39 @@ def test_every_honest_answer_gets_every_point(honest_and_misconceptions):
     assert not lost, lost
 
 
+@pytest.fixture(scope="module")
+def honest_by_nbgrader(honest_and_misconceptions):
+    """The honest answers graded again by plain `nbgrader autograde` (kernels cold, one at a
+    time), as an instructor who does not use `python -m course grade` grades."""
+    course, honest, _ = honest_and_misconceptions
+    for assignment in ASSIGNMENTS:
+        done = subprocess.run(
+            ["nbgrader", "autograde", assignment, "--student=honest*", "--force"],
+            cwd=course.root,
+            env={
+                **os.environ,
+                "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+            },
+            capture_output=True,
+            text=True,
+            timeout=3000,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+    return course, honest
+
+
+def test_every_honest_answer_gets_every_point_through_nbgrader_too(honest_by_nbgrader):
+    course, honest = honest_by_nbgrader
+    lost = [
+        f"{path.relative_to(REPO)}: {exercise_points(scores, exercise)}"
+        for (assignment, student), chosen in honest.items()
+        for scores in [cell_scores(course, assignment, student)]
+        for exercise, path in chosen.items()
+        if exercise_points(scores, exercise) != points(assignment, f"test_{exercise}")
+    ]
+    assert not lost, lost
+
+
 def test_every_misconception_loses_points_on_its_exercise_only(honest_and_misconceptions):
     course, _, wrong = honest_and_misconceptions
     kept = []

@@ -103,3 +103,27 @@ def test_a_kernel_without_the_tripwire_is_the_graders_fault_not_the_students(cop
     assert "withheld" not in outcome.detail and "policy" not in outcome.detail
     assert batch.exit_status([outcome]) == batch.EXIT_GRADER_FAILED
     assert cell_scores(course, A, "s0") == before
+
+
+def test_a_grade_never_depends_on_a_warm_or_a_cold_kernel(copied):
+    """IPython magics an honest answer keeps (%matplotlib inline, %load_ext autoreload) change
+    the kernel as the lesson's own set-up does: a kernel forked warm and one started cold give
+    the same, full grade."""
+    from course.grading import batch
+
+    course, _ = copied
+    refs = reference_answers(course, A)
+    autoreload = REPO / "fixtures/honest" / A / "make_trainable/autoreload_fstring_debug.py"
+    answers = {
+        **refs,
+        "make_trainable": autoreload.read_text(),
+        "leaf_inputs": "%matplotlib inline\n" + refs["leaf_inputs"],
+    }
+    write_submission(course, "magics", A, build_submission(course, A, answers))
+    graded = {}
+    for warm in (True, False):  # warm: s0 runs cold first and records the prefix, then forks
+        outcomes = batch.grade(course, [A], students=["s0", "s1", "magics"], warm=warm)
+        assert all(o.status == batch.GRADED for o in outcomes), outcomes
+        graded[warm] = cell_scores(course, A, "magics")
+    assert graded[True] == graded[False]
+    assert sum(v or 0 for v in graded[True].values()) == points(A)
