@@ -369,7 +369,7 @@ def test_work_handed_in_by_hand_reaches_its_feedback(base, tmp_path):
 
 # Sequences and their length: each grade runs real kernels, so a few sequences of a few steps
 # (COURSE_STEPS_EXAMPLES raises the number for a longer search).
-EXAMPLES = int(os.environ.get("COURSE_STEPS_EXAMPLES", "3"))
+EXAMPLES = int(os.environ.get("COURSE_STEPS_EXAMPLES", "6"))
 
 
 def test_any_order_of_steps_keeps_one_truth(base):
