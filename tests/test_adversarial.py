@@ -319,13 +319,14 @@ def test_honest_work_gets_every_point(graded, student):
         "memory_hog",
         "infinite_loop",
         "patch_builtins",
+        "rebind_helper",
     ],
 )
 def test_changed_tests_and_metadata_earn_nothing(graded, student):
     """Edited, deleted and re-typed tests are restored and graded; forged points are ignored; a
     loop is cut by the cell timeout and a huge allocation fails in the cell, and the rest of the
     notebook is graded; a rebound builtin changes nothing (the hidden tests are judged outside
-    the kernel)."""
+    the kernel), nor does a rebound helper (the test cell gets the lesson's own back)."""
     course, outcomes, _, _ = graded
     o = outcomes[student]
     assert (o.status, o.score, o.max_score) == (batch.GRADED, WRONG_SCORE, FULL), o
@@ -356,7 +357,6 @@ def test_moved_renamed_or_missing_cells_earn_nothing(graded, student):
         ("patch_allclose", "changed: torch.allclose"),  # allowed code: caught at run time
         ("input_transformer", "uses get_ipython"),
         ("patch_checks", "imports course.lesson.checks"),
-        ("rebind_helper", "notebook name expect_tensor"),
         ("hide_tracebacks", "uses get_ipython"),
         ("fork_storm", "imports os"),
         ("network", "imports socket"),
