@@ -53,3 +53,28 @@ def test_a_non_answer_is_described_without_the_answer():
     got = [{"title": "quick check q1", "record": {"dict": {"answer": None}}}]
     (problem,) = probes.judge(got, want)
     assert problem == "quick check q1: answer: got None, not the answer." and '"c"' not in problem
+
+
+def test_the_answer_is_revealed_only_once_the_due_date_has_passed(released_course, tmp_path):
+    """The grader's side: `past_due` reads the assignment's due date from the gradebook."""
+    import datetime
+    import shutil
+
+    from nbgrader.api import Gradebook
+
+    from course.grading.execute import past_due
+
+    db = tmp_path / "gradebook.db"
+    shutil.copy2(released_course.gradebook, db)
+    resources = {"nbgrader": {"db_url": f"sqlite:///{db}", "assignment": "01_requires_grad"}}
+    assert not past_due(resources)  # no due date: classmates may still hand in
+    now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+    for due, revealed in [
+        (now + datetime.timedelta(days=1), False),
+        (now - datetime.timedelta(seconds=5), True),
+    ]:
+        with Gradebook(f"sqlite:///{db}") as gb:
+            gb.update_or_create_assignment("01_requires_grad", duedate=due)
+        assert past_due(resources) is revealed
+    assert not past_due({"nbgrader": {"db_url": f"sqlite:///{db}", "assignment": "nope"}})
+    assert not past_due({})

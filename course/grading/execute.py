@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import datetime
 import os
 import queue
 import shutil
@@ -103,6 +104,11 @@ class GradingExecute(Execute):
     max_notebook_output_kb = Integer(8192, help="output kept per notebook").tag(config=True)
     memory_mb = Integer(Limits.memory_mb, help="kernel's private memory").tag(config=True)
     isolate = Bool(True, help="namespaces and own uid, where the machine allows").tag(config=True)
+    reveal_after_due = Bool(
+        True,
+        help="a failed quick check names the right answer once the assignment's due date has "
+        "passed (before it, classmates may still hand in)",
+    ).tag(config=True)
     static_scan = Bool(
         True, help="withhold the tests of code that uses interpreter or OS handles"
     ).tag(config=True)
@@ -364,6 +370,7 @@ class GradingExecute(Execute):
         history, and fail the cell (its first output, so nbgrader scores 0) when the records
         differ from the reference's. A cell that already failed or was withheld is left as is."""
         self._probing = True  # from here on, nothing the kernel says reaches the notebook
+        reveal = self.reveal_after_due and past_due(self.resources)
         for index, grade_id, hidden in self._probes:
             cell = self.nb.cells[index]
             if any(o.output_type == "error" for o in cell.outputs):
@@ -381,7 +388,7 @@ class GradingExecute(Execute):
                     + ("they ran past the time limit" if timed_out else "the answer stopped them")
                 ]
             else:
-                problems = judge(read_records(run.outputs), self._expected[grade_id])
+                problems = judge(read_records(run.outputs), self._expected[grade_id], reveal)
             if problems:
                 cell.outputs.insert(0, failure_output(problems))
 
@@ -525,6 +532,21 @@ class GradingExecute(Execute):
         if not await ensure_async(self.km.is_alive()):
             self.log.error("Kernel died while waiting for execute reply.")
             raise DeadKernelError("Kernel died")
+
+
+def past_due(resources) -> bool:
+    """Whether the due date (in the gradebook) of the assignment being graded has passed; False
+    when it has none or the gradebook cannot tell."""
+    from nbgrader.api import Gradebook
+
+    info = (resources or {}).get("nbgrader", {})
+    try:
+        with Gradebook(info["db_url"]) as gb:
+            due = gb.find_assignment(info["assignment"]).duedate
+    except Exception:  # no gradebook or no such assignment: keep the answers back
+        return False
+    now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)  # nbgrader: naive UTC
+    return due is not None and now > due
 
 
 def _withheld_output(reasons: list[str]) -> nbformat.NotebookNode:
