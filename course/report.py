@@ -131,32 +131,37 @@ def write_report(
         cells = "".join(f"<td>{counts[(assignment, s)]}</td>" for s in statuses)
         parts.append(f"<tr><td>{esc(assignment)}</td>{cells}</tr>")
     parts.append("</table>")
-    failed = [r for r in rows if r.status in (FAILED, PARTIAL, FLAGGED)]
-    if failed:
-        parts.append("<h2>Submissions that need a look</h2><ul>")
-        parts += [
-            f"<li>{esc(r.assignment)} / {esc(r.student_id)}: {esc(r.status)}, {esc(r.detail)}</li>"
-            for r in failed
-        ]
-        parts.append("</ul>")
-    if stale:
-        parts.append(
-            "<h2>Released feedback that differs from the gradebook</h2>"
-            "<p>These students see another score than the gradebook's; release it again:</p><ul>"
-        )
-        parts += [
-            f"<li>{esc(', '.join(students))}: <code>{esc(refresh_command(a, students))}</code></li>"
+
+    def listed(heading: str, items: list[str]) -> None:
+        if items:
+            parts.append(f"<h2>{heading}</h2><ul>")
+            parts.extend(f"<li>{item}</li>" for item in items)
+            parts.append("</ul>")
+
+    listed(
+        "Submissions that need a look",
+        [
+            f"{esc(r.assignment)} / {esc(r.student_id)}: {esc(r.status)}, {esc(r.detail)}"
+            for r in rows
+            if r.status in (FAILED, PARTIAL, FLAGGED)
+        ],
+    )
+    listed(
+        "Released feedback that differs from the gradebook",
+        [
+            f"{esc(', '.join(students))} see another score than the gradebook's; release it "
+            f"again: <code>{esc(refresh_command(a, students))}</code>"
             for a, students in stale.items()
-        ]
-        parts.append("</ul>")
-    noted = [r for r in rows if r.notes]
-    if noted:
-        parts.append("<h2>To do</h2><ul>")
-        parts += [
-            f"<li>{esc(r.assignment)} / {esc(r.student_id)}: {esc('; '.join(r.notes))}</li>"
-            for r in noted
-        ]
-        parts.append("</ul>")
+        ],
+    )
+    listed(
+        "To do",
+        [
+            f"{esc(r.assignment)} / {esc(r.student_id)}: {esc('; '.join(r.notes))}"
+            for r in rows
+            if r.notes
+        ],
+    )
     waiting = [(r, cell) for r in rows for cell in r.to_grade]
     if waiting:
         parts.append(
