@@ -307,10 +307,14 @@ def grade(
         shutil.copy2(course.gradebook, workdir / "gradebook.db")
         recorder = replay_api(course, workdir)
         selection = list(students_asked) if students_asked is not None else None
-        kept = resume.recorded(course, chosen, selection)
-        for job in [j for j in jobs if (j.assignment, j.student) in kept]:
-            jobs.remove(job)  # an interrupted run of this command recorded it
-            done(_recorded(course, api, job.assignment, job.student))
+        kept, earlier = set(), resume.recorded(course, chosen, selection)
+        for job in [j for j in jobs if (j.assignment, j.student) in earlier]:
+            try:  # an interrupted run of this command recorded it
+                done(_recorded(course, api, job.assignment, job.student))
+            except MissingEntry:  # not in this gradebook (restored since): grade it
+                continue
+            jobs.remove(job)
+            kept.add((job.assignment, job.student))
         phase("grading; kernels start cold until the warm ones are ready" if warm else "grading")
         graded = sorted({job.assignment for job in jobs}) if warm else []
         warm_up = WarmUp([course.root / "source" / a for a in graded], workdir / "warm")

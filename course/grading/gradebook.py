@@ -91,7 +91,8 @@ def check(course: Course) -> None:
         if graded:
             raise GradebookDamaged(
                 f"{path} is missing, but autograded/ holds {graded} graded notebooks: nbgrader "
-                f"would start an empty gradebook; {_advice(course)}"
+                f"would start an empty gradebook; {_advice(course)} (or, to start afresh on "
+                "purpose, move autograded/ away)"
             )
         return
     if problem := _problem(path):
@@ -99,7 +100,8 @@ def check(course: Course) -> None:
     if graded and not _recorded(path):
         raise GradebookDamaged(
             f"{path} has no submissions, but autograded/ holds {graded} graded notebooks (was it "
-            f"replaced?); nothing was changed; {_advice(course)}"
+            f"replaced?); nothing was changed; {_advice(course)} (or, to start afresh on "
+            "purpose, move autograded/ away)"
         )
 
 
