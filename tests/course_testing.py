@@ -7,8 +7,10 @@ named `conftest` cannot both be imported by name.)
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,6 +64,13 @@ def distinctive_secrets() -> list[str]:
         for line in secret_lines(assignment)
         if len(line) >= 20 and not any(json.dumps(line)[1:-1] in text for text in released)
     ]
+
+
+def venv_env(**extra: str) -> dict[str, str]:
+    """The environment for a subprocess of this venv: its bin folder first on PATH (nbgrader,
+    and the `alembic` nbgrader runs when it makes a gradebook), plus ``extra``."""
+    bindir = Path(sys.executable).parent
+    return {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}", **extra}
 
 
 def points(assignment: str, prefix: str = "", kind: str = "code") -> float:

@@ -16,7 +16,6 @@ import csv
 import hashlib
 import html
 import json
-import os
 import re
 import subprocess
 import sys
@@ -34,6 +33,7 @@ from course_testing import (
     exercise_points,
     points,
     read_attack,
+    venv_env,
     write_attack,
 )
 
@@ -45,7 +45,7 @@ ATTACKS = [read_attack(p) for p in sorted((REPO / "fixtures" / "attacks").glob("
 
 
 def _grade(course, *extra: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env = venv_env()
     return subprocess.run(
         [sys.executable, "-m", "course", "grade", *ASSIGNMENTS, "--workers", "2", *extra],
         cwd=course.root,
@@ -115,10 +115,7 @@ def honest_by_nbgrader(honest_and_misconceptions):
         done = subprocess.run(
             ["nbgrader", "autograde", assignment, "--student=honest*", "--force"],
             cwd=course.root,
-            env={
-                **os.environ,
-                "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-            },
+            env=venv_env(),
             capture_output=True,
             text=True,
             timeout=3000,

@@ -7,17 +7,15 @@ own in an ordinary cell, which must reach the feedback: the check can see a leak
 from __future__ import annotations
 
 import html
-import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import nbformat
 import pytest
 
 from course.submission import build_submission, write_submission
-from course_testing import copy_course
+from course_testing import copy_course, venv_env
 
 A = "01_requires_grad"
 SEEN = "SEEN-IN-AN-ORDINARY-CELL"  # the leak marker is made at run time, never in a source
@@ -65,11 +63,10 @@ def graded(tmp_path_factory):
         nb = build_submission(course, A, {"make_trainable": answer})
         nb.cells.append(nbformat.v4.new_code_cell(f"print('{SEEN}')\narmed = True"))
         write_submission(course, name, A, nb)
-    bindir = Path(sys.executable).parent
     done = subprocess.run(
         [sys.executable, "-m", "course", "grade", A, "--workers", "2"],
         cwd=course.root,
-        env={**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"},
+        env=venv_env(),
         capture_output=True,
         text=True,
         timeout=1200,

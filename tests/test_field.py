@@ -6,7 +6,6 @@ place."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -15,16 +14,19 @@ from pathlib import Path
 import pytest
 
 from course.submission import build_submission, reference_answers, write_submission
-from course_testing import REPO, cell_scores, copy_course, corpus, exercise_points, points
+from course_testing import (
+    REPO,
+    cell_scores,
+    copy_course,
+    corpus,
+    exercise_points,
+    points,
+    venv_env,
+)
 
 A = "01_requires_grad"
 STUDENTS = ["s0", "s1", "s2", "s3"]  # with 2 workers, the first run cold and later ones warm
 HONEST = corpus("honest")[A]
-
-
-def _env(**extra: str) -> dict[str, str]:
-    bindir = Path(sys.executable).parent
-    return {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}", **extra}
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +55,7 @@ def test_python_m_course_in_a_copy_grades_as_in_place(copied):
     done = subprocess.run(
         [sys.executable, "-m", "course", "grade", A, "--workers", "2"],
         cwd=course.root,
-        env=_env(PYTHONPATH=str(decoy)),
+        env=venv_env(PYTHONPATH=str(decoy)),
         capture_output=True,
         text=True,
         timeout=1200,
@@ -71,7 +73,7 @@ def test_nbgrader_autograde_in_a_copy_grades_as_in_place(copied):
     done = subprocess.run(
         ["nbgrader", "autograde", A, "--force"],
         cwd=course.root,
-        env=_env(),
+        env=venv_env(),
         capture_output=True,
         text=True,
         timeout=1200,

@@ -15,6 +15,7 @@ import pytest
 
 from course.grading import gradebook
 from course.grading.coursedir import Course
+from course_testing import venv_env
 
 SHEET = "assignment,student,score\n01_requires_grad,ada,17\n"  # what grades/ held before
 
@@ -31,12 +32,10 @@ def course(released_course, tmp_path) -> Course:
 
 
 def _cli(course: Course, *args: str) -> subprocess.CompletedProcess:
-    bindir = Path(sys.executable).parent
-    env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
     return subprocess.run(
         [sys.executable, "-m", "course", *args],
         cwd=course.root,
-        env=env,
+        env=venv_env(),
         capture_output=True,
         text=True,
         timeout=600,

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from course.submission import build_submission, reference_answers, write_submission
-from course_testing import copy_course, points
+from course_testing import copy_course, points, venv_env
 
 A = "01_requires_grad"
 CLASS = [f"s{i}" for i in range(4)]
@@ -44,12 +44,7 @@ def _start(root: Path, script: str = "") -> subprocess.Popen:
     """`python -m course grade` in a session of its own (a terminal's foreground group), its
     temporary files under a folder of this test's, so its processes can be told from others'."""
     code = textwrap.dedent(script) + "\nfrom course.cli import main\nraise SystemExit(main())\n"
-    bindir = Path(sys.executable).parent
-    env = {
-        **os.environ,
-        "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}",
-        "TMPDIR": str(root.parent / "tmp"),
-    }
+    env = venv_env(TMPDIR=str(root.parent / "tmp"))
     return subprocess.Popen(
         [sys.executable, "-c", code, "grade", A, "--workers", "2"],
         cwd=root,

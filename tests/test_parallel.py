@@ -4,7 +4,6 @@ crashing submissions."""
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -17,7 +16,7 @@ import pytest
 from course.grading import batch
 from course.grading.coursedir import Course
 from course.submission import build_submission, reference_answers, write_submission
-from course_testing import copy_course
+from course_testing import copy_course, venv_env
 
 ASSIGNMENT = "01_requires_grad"
 EXERCISE = "make_trainable"
@@ -36,10 +35,6 @@ CLASS = {
 }
 
 
-def _env():
-    return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-
-
 @pytest.fixture(scope="module")
 def two_courses(tmp_path_factory):
     base = copy_course(tmp_path_factory.mktemp("parallel") / "stock", with_release=True)
@@ -54,7 +49,7 @@ def two_courses(tmp_path_factory):
         subprocess.run(
             [sys.executable, "-m", "nbgrader", *command],
             cwd=base.root,
-            env=_env(),
+            env=venv_env(),
             capture_output=True,
             text=True,
             timeout=900,

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from course_testing import CONTRACT, REPO
+from course_testing import CONTRACT, REPO, venv_env
 
 ASSIGNMENTS = list(CONTRACT)
 NBGRADER = [sys.executable, "-m", "nbgrader"]
@@ -27,10 +26,6 @@ ANSWER_MARKERS = [
 
 def _notebooks(folder: str) -> list[Path]:
     return sorted((REPO / folder).rglob("*.ipynb"))
-
-
-def _env() -> dict[str, str]:
-    return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
 
 
 def test_every_assignment_has_its_source_and_release_notebook():
@@ -110,7 +105,7 @@ def test_source_notebook_passes_nbgrader_validate(assignment, tmp_path):
         [*NBGRADER, "validate", str(path)],
         capture_output=True,
         text=True,
-        env=_env(),
+        env=venv_env(),
         cwd=tmp_path,
         timeout=600,
     )
@@ -124,7 +119,7 @@ def test_release_stubs_fail_every_test(assignment, tmp_path):
         [*NBGRADER, "validate", "--invert", str(path)],
         capture_output=True,
         text=True,
-        env=_env(),
+        env=venv_env(),
         cwd=tmp_path,
         timeout=600,
     )

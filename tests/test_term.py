@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import csv
 import datetime
-import os
 import re
 import subprocess
 import sys
@@ -19,7 +18,7 @@ import pytest
 
 from course.grading.feedback import WRAP_CSS
 from course.submission import answer_file, build_submission, reference_answers
-from course_testing import copy_course, points
+from course_testing import copy_course, points, venv_env
 
 A = "01_requires_grad"
 NOTEBOOK = A
@@ -30,7 +29,7 @@ MANUAL, EXTRA, COMMENT = 1.5, 0.5, "Good: the leaves are the parameters. Say why
 
 
 def _env(home: Path | None = None) -> dict:
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env = venv_env()
     env.pop("NBGRADER_EXECUTION", None)
     return {**env, "HOME": str(home)} if home else env
 
