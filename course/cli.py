@@ -88,13 +88,12 @@ def _grade(course, args) -> int:
             "grade in a disposable container or VM",
             file=sys.stderr,
         )
-    students = course.check_students(args.students) if args.students else None
     bar = Progress()
     try:
         outcomes = batch.grade(
             course,
             args.assignments,
-            students,
+            args.students,  # checked before the backup (`_check_request`)
             on_start=bar.start,
             on_outcome=lambda o: bar.update(o.status == batch.FAILED),
             on_phase=bar.phase,
@@ -154,8 +153,7 @@ def _run(course, args) -> int:
         from . import returns
         from .report import publish
 
-        students = course.check_students(args.students) if args.students else None
-        released, by_hand = returns.return_feedback(course, args.assignments, students)
+        released, by_hand = returns.return_feedback(course, args.assignments, args.students)
         print(returns.summary(course, released, by_hand))
         publish(course, [], args.out or course.root / GRADES_DIR)
     elif args.command == "export":

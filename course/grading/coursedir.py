@@ -38,6 +38,12 @@ def nbgrader_reason(log: str) -> str | None:
     return errors[-1] if errors else None
 
 
+def read_only(path: Path) -> contextlib.closing:
+    """A read-only connection to the SQLite database at ``path`` (never creates or changes it),
+    closed when the ``with`` block ends."""
+    return contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True))
+
+
 def _expose_venv_tools() -> None:
     # nbgrader runs the `alembic` executable when it creates a gradebook; it lives beside python.
     bindir = str(Path(sys.executable).parent)
@@ -89,9 +95,7 @@ class Course:
         folder in submitted/ (a typo must not add a phantom student)."""
         known = set()
         if self.gradebook.exists():  # read directly: no need to start nbgrader to refuse a typo
-            with contextlib.closing(
-                sqlite3.connect(f"file:{self.gradebook}?mode=ro", uri=True)
-            ) as db:
+            with read_only(self.gradebook) as db:
                 known = {row[0] for row in db.execute("SELECT id FROM student")}
         if (self.root / "submitted").is_dir():
             known |= {p.name for p in (self.root / "submitted").iterdir() if p.is_dir()}

@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from .coursedir import Course, CourseTrouble
+from .coursedir import Course, CourseTrouble, read_only
 
 KEEP = 10  # rotating backups
 TABLES = {"assignment", "notebook", "student", "submitted_assignment", "grade", "comment"}
@@ -59,7 +59,7 @@ def _problem(path: Path) -> str | None:
         if file.read(16) != b"SQLite format 3\x00":
             return "is not an SQLite database"
     try:
-        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+        with read_only(path) as db:
             verdict = db.execute("PRAGMA quick_check").fetchall()
             tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
     except sqlite3.DatabaseError as error:
@@ -79,7 +79,7 @@ def _graded_work(course: Course) -> int:
 
 
 def _recorded(path: Path) -> int:
-    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+    with read_only(path) as db:
         return db.execute("SELECT count(*) FROM submitted_assignment").fetchone()[0]
 
 
@@ -109,7 +109,7 @@ def _copy(source: Path, dest: Path) -> None:
     """A consistent copy of an SQLite database, written beside ``dest`` and renamed into place."""
     partial = dest.with_name(f".{dest.name}.{os.getpid()}.partial")
     with (
-        contextlib.closing(sqlite3.connect(f"file:{source}?mode=ro", uri=True)) as src,
+        read_only(source) as src,
         contextlib.closing(sqlite3.connect(partial)) as out,
     ):
         src.backup(out)
