@@ -4,7 +4,10 @@ fakes comparisons never matches, and the verdict comes from the reference's reco
 
 from __future__ import annotations
 
+import builtins
 import json
+import subprocess
+import sys
 
 import nbformat
 import pytest
@@ -13,6 +16,7 @@ import torch
 from course.grading import probes as grading
 from course.lesson import probes
 from course.lesson.checks import CheckFailed
+from course_testing import venv_env
 
 
 def _records(source: str, **answers) -> list[dict]:
@@ -97,9 +101,11 @@ def test_a_patched_torch_in_the_kernel_changes_nothing(monkeypatch):
     """What the records say is read through C-level getters captured at import."""
     monkeypatch.setattr(torch.Tensor, "requires_grad", property(lambda self: True))
     monkeypatch.setattr(torch.Tensor, "tolist", lambda self: [2.0, -4.0, float("nan")])
+    described = probes.record(torch.tensor([1.0, 2.0]))
     got = _records(DOUBLE, double=lambda x: x * 3)
     monkeypatch.undo()
-    assert "entry 0" in grading.judge(got, _want())[0]
+    assert described["requires_grad"] is False and described["values"] == [1.0, 2.0]
+    assert "no point" in grading.judge(got, _want())[0]  # and the patch is tampering
 
 
 def test_only_the_references_titles_tolerances_and_hints_count():
@@ -195,3 +201,134 @@ def test_what_the_answer_raises_is_named_never_quoted():
 
     (line,) = grading.judge(_records(DOUBLE, double=own_class), _want())
     assert "Leak_" not in line and "raised an exception" in line, line
+
+
+# -- facts whose right value is a constant: forging them is tampering, never a point
+
+TRACKED = """
+@probe("f runs g under no_grad", hints={"tracking on": "use torch.no_grad()."})
+def _(f):
+    passes = []
+
+    def g(t):
+        checkpoint()
+        passes.append(torch.is_grad_enabled())
+        return t * 2
+
+    return {"result": f(g, torch.ones(2)), "tracking on": sum(passes)}
+"""
+
+
+def _honest(g, t):
+    with torch.no_grad():
+        return g(t)
+
+
+def _patched_during_the_call(g, t):
+    """Grad mode stays on, but torch.is_grad_enabled says "off" while g runs, then is put back."""
+    real = torch.is_grad_enabled
+    torch.is_grad_enabled = lambda: False
+    try:
+        return g(t).detach()
+    finally:
+        torch.is_grad_enabled = real
+
+
+def test_a_fact_forged_while_the_answer_runs_is_tampering():
+    honest = _records(TRACKED, f=_honest)
+    assert "record" in honest[0] and honest[0]["record"]["dict"]["tracking on"] == 0
+    forged = _records(TRACKED, f=_patched_during_the_call)
+    assert forged[0]["tampered"] == ["torch.is_grad_enabled"]
+    problems = grading.judge(forged, honest)
+    assert problems == [
+        f"f runs g under no_grad: no point: {grading.TAMPERED} (torch.is_grad_enabled)"
+    ]
+    assert grading.tampered(forged) == ["torch.is_grad_enabled"]
+    assert grading.tampered(honest) == []
+
+
+def test_the_probes_builtins_are_their_own_and_a_patched_builtin_is_tampering(monkeypatch):
+    def lying_sum(values, start=0):
+        return 0
+
+    monkeypatch.setattr(builtins, "sum", lying_sum)
+    got = probes.collect(TRACKED, {"f": lambda g, t: g(t)})  # tracking on: the fact is 2
+    monkeypatch.undo()
+    assert json.loads(got)[0]["tampered"] == ["builtins.sum"]
+    monkeypatch.setattr(torch.nn.Linear, "forward", lambda self, x: x)  # a class's method too
+    assert _records(DOUBLE, double=_double)[0]["tampered"] == [
+        "torch.nn.modules.linear.Linear.forward"
+    ]
+    monkeypatch.undo()
+    shadow = "requires_grad"  # a name added to a class shadows the one it inherits
+    monkeypatch.setattr(torch.Tensor, shadow, True, raising=False)
+    assert _records(DOUBLE, double=_double)[0]["tampered"] == ["torch.Tensor.requires_grad"]
+
+
+def test_a_torch_function_mode_left_on_is_tampering():
+    from torch.overrides import TorchFunctionMode
+
+    class Liar(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    def leaves_it_on(x):
+        Liar().__enter__()
+        return x * 2
+
+    try:
+        got = _records(DOUBLE, double=leaves_it_on)
+    finally:
+        while torch._C._len_torch_function_stack():
+            torch._C._pop_torch_function_stack()
+    assert got[0]["tampered"] == ["a mode of class Liar left on (__torch_function__)"]
+    with torch.device("cpu"):  # torch's own modes are not the answer's
+        assert "record" in _records(DOUBLE, double=_double)[0]
+
+
+def test_what_the_kernel_names_as_tampered_is_shown_only_when_plain():
+    title = "f runs g under no_grad"
+    crafted = [{"title": title, "tampered": ["x" * 300, "torch.sum", 7]}]
+    assert grading.tampered(crafted) == ["something else", "torch.sum"]
+    assert grading.tampered([{"title": title, "tampered": []}]) == ["something else"]
+    assert "x" * 41 not in grading.judge(crafted, _records(TRACKED, f=_honest))[0]
+
+
+LIBRARY_CHANGE = """
+import json, torch
+from course.lesson import probes
+
+def first_step(x):
+    model = torch.nn.Linear(1, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    model(x.reshape(-1, 1)).sum().backward()
+    optimizer.step()  # imports torch._dynamo, which wraps torch.manual_seed
+    return x * 2
+
+def own_wrapper(x):
+    real = torch.manual_seed
+    torch.manual_seed = lambda seed: real(seed)
+    return x * 2
+
+answer = {"library": first_step, "cell": own_wrapper}[__import__("sys").argv[1]]
+source = '''
+@probe("double")
+def _(double):
+    return {"result": double(torch.ones(3))}
+'''
+print(json.dumps([sorted(r) for r in json.loads(probes.collect(source, {"double": answer}))]))
+"""
+
+
+@pytest.mark.parametrize("who, expected", [("library", "record"), ("cell", "tampered")])
+def test_a_librarys_own_wrapper_is_not_tampering_and_a_cells_is(who, expected):
+    """In a fresh interpreter, as in a kernel: the first optimizer step is torch's change."""
+    result = subprocess.run(
+        [sys.executable, "-c", LIBRARY_CHANGE, who],
+        capture_output=True,
+        text=True,
+        env=venv_env(),
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert expected in json.loads(result.stdout.splitlines()[-1])[0]

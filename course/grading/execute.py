@@ -23,6 +23,7 @@ from traitlets import Bool, Float, Integer, Unicode
 from .codescan import scan_notebook, trusted_cells
 from .kernelenv import package_view
 from .probes import (
+    TAMPERED,
     cache_dir,
     collect_code,
     expected_records,
@@ -30,6 +31,7 @@ from .probes import (
     judge,
     read_records,
     split_hidden,
+    tampered,
 )
 from .repair import source_notebook
 from .sandbox import Limits, kernel_uid, kill_uid, policy_for, session_cpu_seconds
@@ -388,7 +390,12 @@ class GradingExecute(Execute):
                     + ("they ran past the time limit" if timed_out else "the answer stopped them")
                 ]
             else:
-                problems = judge(read_records(run.outputs), self._expected[grade_id], reveal)
+                records = read_records(run.outputs)
+                problems = judge(records, self._expected[grade_id], reveal)
+                if changed := tampered(records):
+                    self._withheld.append(
+                        f"the hidden tests of {grade_id}: {TAMPERED}: " + ", ".join(changed)
+                    )
             if problems:
                 cell.outputs.insert(0, failure_output(problems))
 

@@ -23,20 +23,15 @@ from __future__ import annotations
 
 import builtins
 import math
-import os
 import socket
 import sys
-import sysconfig
 import threading
 import types
 
+from ..lesson.pristine import PER_REQUEST, from_library, unchanged
 from .codescan import denied_attribute
 
 _baseline: dict[str, object] | None = None
-# What the kernel itself sets anew for each request (and unsets between them), so they differ
-# between the snapshot (taken during a request) and a check (answered between requests). Student
-# code that changes them changes only how its own cells display.
-PER_REQUEST = {"get_ipython", "input", "exit", "quit", "display", "displayhook", "excepthook"}
 _getattr, _setattr, _delattr = builtins.getattr, builtins.setattr, builtins.delattr
 
 
@@ -242,58 +237,6 @@ def snapshot() -> str:
     return "ok"
 
 
-def _library_roots() -> tuple[str, ...]:
-    """Where the interpreter's and the installed packages' code lies (read-only in the sandbox);
-    a cell's code never lies there (IPython compiles cells under the kernel's own TMPDIR)."""
-    paths = sysconfig.get_paths()
-    roots = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
-    roots.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the course package
-    return tuple(os.path.realpath(r) + os.sep for r in roots)
-
-
-_LIBRARY_ROOTS = _library_roots()
-
-
-def _from_library(function: object) -> bool:
-    """Whether a Python function (or a method of one) was defined in a library's own files."""
-    function = getattr(function, "__func__", function)
-    code = getattr(function, "__code__", None)
-    if not isinstance(code, types.CodeType):
-        return False
-    return os.path.realpath(code.co_filename).startswith(_LIBRARY_ROOTS)
-
-
-def _wrapped(function: object) -> list[object]:
-    """What a function wraps: its ``__wrapped__`` (functools.wraps) and what its closure holds."""
-    function = getattr(function, "__func__", function)
-    cells = getattr(function, "__closure__", None) or ()
-    inner = []
-    for cell in cells:
-        try:
-            inner.append(cell.cell_contents)
-        except ValueError:  # an empty cell
-            pass
-    return [*filter(None, [getattr(function, "__wrapped__", None)]), *inner]
-
-
-def _unchanged(before: object, after: object) -> bool:
-    """The same object, an equal plain value, or a library's own wrapper around the same object:
-    libraries wrap some of their own functions when a part of them is first used (the first
-    optimizer step imports torch._dynamo, which wraps torch.manual_seed; torch.compile wraps
-    nn.Module.__init__ in a closure), always in their own files; a wrapper a student wrote
-    lives in a cell."""
-    if after is before:
-        return True
-    if isinstance(before, (bool, int, float, str, tuple)):
-        return type(after) is type(before) and after == before
-    layer = [after]
-    for _ in range(3):
-        layer = [inner for f in layer if _from_library(f) for inner in _wrapped(f)]
-        if any(inner is before for inner in layer):
-            return True
-    return False
-
-
 def _callbacks(state: dict[str, object]) -> set[tuple[str, object]]:
     events = state.get("IPython events", ())
     return {(event, callback) for event, callbacks in events for callback in callbacks}
@@ -310,7 +253,7 @@ def check() -> str:
         for k, before in _baseline.items()
         if not k.endswith(" code")
         and k != "IPython events"
-        and not _unchanged(before, now.get(k, missing))
+        and not unchanged(before, now.get(k, missing))
     )
     # A function whose code was swapped in place is still the same object.
     changed += sorted(
@@ -320,7 +263,7 @@ def check() -> str:
     )
     # IPython's own extensions (autoreload, the inline backend) register callbacks when loaded.
     before, after = _callbacks(_baseline), _callbacks(now)
-    if before - after or any(not _from_library(cb) for _, cb in after - before):
+    if before - after or any(not from_library(cb) for _, cb in after - before):
         changed.append("IPython events")
     changed += sorted(k for k in now if k.startswith("IPython shell") and k not in _baseline)
     return "ok" if not changed else "changed: " + ", ".join(changed[:10])

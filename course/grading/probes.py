@@ -241,6 +241,8 @@ def judge(got: list[dict] | None, want: list[dict], reveal: bool = False) -> lis
                 problems.append(f"{title}: not implemented yet")
             else:  # its message is the student's text, free to carry the hidden inputs
                 problems.append(f"{title}: raised {kind}")
+        elif "tampered" in mine:
+            problems.append(f"{title}: no point: {TAMPERED} ({', '.join(tampered([mine]))})")
         elif "record" not in mine:
             problems.append(f"{title}: no result")
         else:
@@ -254,6 +256,21 @@ def judge(got: list[dict] | None, want: list[dict], reveal: bool = False) -> lis
                 hint = next((h for key, h in hints if problem.startswith(key)), "")
                 problems.append(f"{title}: {problem}. {hint}".rstrip())
     return problems
+
+
+TAMPERED = "while it ran, code in the notebook had replaced what the tests rely on"
+
+
+def tampered(got: list[dict] | None) -> list[str]:
+    """What the student's kernel said was replaced while its probes ran (`course.lesson.probes`
+    and `course.lesson.pristine`), as plain names; [] when nothing was."""
+    names = set()
+    for record in got or []:
+        if "tampered" in record:
+            found = record["tampered"]
+            listed = found[:10] if isinstance(found, list) and found else ["something else"]
+            names.update(_plain(n, "something else") for n in listed)
+    return sorted(names)[:10]
 
 
 def failure_output(problems: list[str]) -> nbformat.NotebookNode:

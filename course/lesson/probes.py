@@ -22,6 +22,14 @@ getters, captured when this module is first imported (the grader imports it befo
 code runs), so neither a patched ``torch.Tensor`` nor a tensor subclass can change what they say.
 An object that is none of these is recorded by its class name only, so an object that fakes
 comparisons never matches the reference's plain value.
+
+What a probe's own code computes (a call count, grad mode during a forward pass, ``p.requires_grad``
+read through ``torch.Tensor``) is protected otherwise: the probes' builtins, and this module's, are
+a copy taken at import; the names of torch and of Python's own modules are compared with the
+snapshot taken at import (`course.lesson.pristine`) after every probe, and whenever the answer
+calls back into probe code (a probe's callbacks call `checkpoint`); and a torch function or
+dispatch mode the answer left on counts as well. Any change makes the probe's result
+``{"tampered": [what changed]}``, which never earns a point and is flagged for review.
 """
 
 from __future__ import annotations
@@ -36,9 +44,22 @@ from typing import Any
 
 import torch
 
+from . import pristine
 from .checks import CheckFailed, choice, seeded
 
-__all__ = ["probe", "same_memory", "seeded"]
+# This module's builtins, and the probes': a copy, so `builtins.isinstance = ...` in a cell
+# changes neither.
+__builtins__ = _BUILTINS = dict(vars(builtins))
+
+__all__ = ["probe", "same_memory", "seeded", "checkpoint"]
+
+_SNAPSHOT = pristine.Snapshot()
+_set_grad_enabled, _manual_seed, _dumps = torch._C._set_grad_enabled, torch.manual_seed, json.dumps
+_C = torch._C
+_MODE_STACKS = (
+    (_C._len_torch_function_stack, _C._get_function_stack_at, "__torch_function__"),
+    (_C._len_torch_dispatch_stack, _C._get_dispatch_stack_at, "__torch_dispatch__"),
+)
 
 _Base = torch._C.TensorBase
 _get_requires_grad = _Base.requires_grad.__get__
@@ -131,27 +152,52 @@ def _parameters(fn: Callable) -> list[str]:
     return list(code.co_varnames[: code.co_argcount - len(fn.__defaults__ or ())])
 
 
+_tampered: list[str] = []  # what `checkpoint` found while the current probe ran
+
+
+def checkpoint() -> None:
+    """Called by probe code that the answer calls back (a model's forward, a loss function, an
+    optimizer hook): note whether torch's or Python's functions are replaced right now."""
+    _tampered.extend(_SNAPSHOT.changed() + _modes())
+
+
+def _modes() -> list[str]:
+    """The torch function and dispatch modes that are on, other than torch's own."""
+    found = []
+    for length, mode_at, handler in _MODE_STACKS:
+        for index in range(length()):
+            mode = type(mode_at(index))
+            if not pristine.from_library(getattr(mode, handler, None)):
+                found.append(f"a mode of class {mode.__name__} left on ({handler})")
+    return found
+
+
 def run(fn: Callable, namespace: dict) -> dict:
     """Call one probe with what its parameters name in ``namespace``: ``{"record": ...}``,
-    ``{"raised": <error type>, "message": ...}`` or ``{"missing": <name>}``. Every probe starts
-    from the same global state (seed, grad mode), whatever the one before it did."""
+    ``{"raised": <error type>, "message": ...}``, ``{"missing": <name>}`` or ``{"tampered":
+    [names]}``. Every probe starts from the same global state (seed, grad mode), whatever the
+    one before it did."""
     arguments = []
     for name in _parameters(fn):
         if name not in namespace:
             return {"missing": name}
         arguments.append(namespace[name])
-    torch.manual_seed(0)
-    torch.set_grad_enabled(True)
+    _tampered[:] = _SNAPSHOT.changed() + _modes()
+    _manual_seed(0)
+    _set_grad_enabled(True)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # a warning is never a failure
             value = fn(*arguments)
-        return {"record": record(value)}
+        outcome = None
     except KeyboardInterrupt:  # the grader's time limit: it stops the probes
         raise
     except BaseException as error:  # the answer's error (any class) is a result, not a crash
-        message = _str(error)
-        return {"raised": _type(error).__name__, "message": message[:MAX_MESSAGE]}
+        outcome = {"raised": _type(error).__name__, "message": _str(error)[:MAX_MESSAGE]}
+    checkpoint()  # before anything is read: a mode left on could change what a read returns
+    if _tampered:
+        return {"tampered": sorted(set(_tampered))[:10]}
+    return outcome or {"record": record(value)}
 
 
 def _options(hints: dict[str, str] | None, rtol: float, atol: float) -> dict:
@@ -179,12 +225,13 @@ def probe_namespace(collector: Callable) -> dict:
     state (a student's later cell may have changed any notebook variable). Outside the grader a
     probe runs among the notebook's names, so the lesson's setup cell imports these too."""
     return {
-        "__builtins__": builtins,
+        "__builtins__": _BUILTINS,
         "torch": torch,
         "math": math,
         "seeded": seeded,
         "choice": choice,
         "same_memory": same_memory,
+        "checkpoint": checkpoint,
         "probe": collector,
     }
 
@@ -198,7 +245,7 @@ def collect(source: str, answers: dict | None = None) -> str:
         answers = get_ipython().user_ns
     collector = _Collector(answers)
     exec(compile(source, "<hidden tests>", "exec"), probe_namespace(collector))
-    return json.dumps(collector.results)
+    return _dumps(collector.results)
 
 
 def probe(title: str, *, hints=None, rtol: float = 1e-5, atol: float = 1e-6):
@@ -213,7 +260,9 @@ def probe(title: str, *, hints=None, rtol: float = 1e-5, atol: float = 1e-6):
             if outcome["raised"] == "NotImplementedError":
                 raise NotImplementedError(f"{title}: not implemented yet")
             raise CheckFailed(f"{title}: {outcome['raised']}: {outcome['message']}")
-        json.dumps(outcome["record"])
+        if "tampered" in outcome:
+            raise CheckFailed(f"{title}: changed by code in the notebook: {outcome['tampered']}")
+        _dumps(outcome["record"])
         return fn
 
     return register

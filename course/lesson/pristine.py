@@ -1,0 +1,189 @@
+"""Are torch and Python's own functions as they were before any student code ran?
+
+The hidden tests' records (`course.lesson.probes`) are made in the student's kernel, by probe code
+that calls torch and the builtins. A fact whose right value is a constant (grad mode during a
+forward pass, a call count, ``requires_grad``) could be forged by code that replaced what the
+probe calls (``torch.is_grad_enabled``, ``torch.Tensor.requires_grad``, ``nn.Linear.forward``,
+``json.dumps``) for as long as the probe looks. So `Snapshot` is taken when this package is first
+imported (the grader imports it before the first cell a student could have written), and the
+probes ask `Snapshot.changed` after every probe and whenever the answer calls back into probe
+code; a change makes the probe's record "tampered", which never earns a point.
+
+A library's own change is not a student's: a function replaced by a library's wrapper around it
+(the first optimizer step imports ``torch._dynamo``, which wraps ``torch.manual_seed``) is
+accepted when the wrapper's code lies in the installed libraries' files and wraps the original
+(`unchanged`). The tripwire (`course.grading.guard`) uses the same rule.
+"""
+
+from __future__ import annotations
+
+import builtins
+import itertools
+import json
+import json.encoder
+import math
+import operator
+import os
+import sysconfig
+import types
+
+import torch
+import torch.nn.functional
+import torch.nn.modules.module
+import torch.optim
+
+# This module's builtins: a copy, so `builtins.any = ...` in a cell cannot blind the comparison.
+__builtins__ = dict(vars(builtins))
+
+
+def _library_roots() -> tuple[str, ...]:
+    """Where the interpreter's and the installed packages' code lies (read-only in the sandbox);
+    a cell's code never lies there (IPython compiles cells under the kernel's own TMPDIR)."""
+    paths = sysconfig.get_paths()
+    roots = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    roots.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the course package
+    return tuple(os.path.realpath(r) + os.sep for r in roots)
+
+
+_LIBRARY_ROOTS = _library_roots()
+
+
+def from_library(function: object) -> bool:
+    """Whether a Python function (or a method of one) was defined in a library's own files."""
+    function = getattr(function, "__func__", function)
+    code = getattr(function, "__code__", None)
+    if not isinstance(code, types.CodeType):
+        return False
+    return os.path.realpath(code.co_filename).startswith(_LIBRARY_ROOTS)
+
+
+def _wrapped(function: object) -> list[object]:
+    """What a function wraps: its ``__wrapped__`` (functools.wraps) and what its closure holds."""
+    function = getattr(function, "__func__", function)
+    cells = getattr(function, "__closure__", None) or ()
+    inner = []
+    for cell in cells:
+        try:
+            inner.append(cell.cell_contents)
+        except ValueError:  # an empty cell
+            pass
+    return [*filter(None, [getattr(function, "__wrapped__", None)]), *inner]
+
+
+def unchanged(before: object, after: object) -> bool:
+    """The same object, an equal plain value, or a library's own wrapper around the same object:
+    libraries wrap some of their own functions when a part of them is first used (torch.compile
+    wraps nn.Module.__init__ in a closure), always in their own files; a wrapper a student wrote
+    lives in a cell."""
+    if after is before:
+        return True
+    if isinstance(before, (bool, int, float, str, tuple)):
+        return type(after) is type(before) and after == before
+    layer = [after]
+    for _ in range(3):
+        layer = [inner for f in layer if from_library(f) for inner in _wrapped(f)]
+        if any(inner is before for inner in layer):
+            return True
+    return False
+
+
+# What probe code and the records rely on. A module may gain names later (lazy submodules); a
+# class may not: a name added to a class shadows the one it inherits.
+MODULES = (
+    builtins,
+    math,
+    json,
+    json.encoder,
+    torch,
+    torch._C,
+    torch.nn,
+    torch.nn.functional,
+    torch.nn.modules.module,
+    torch.autograd,
+    torch.autograd.grad_mode,
+    torch.optim,
+)
+# What the kernel itself sets anew in builtins for each request (and unsets between them).
+PER_REQUEST = {"get_ipython", "input", "exit", "quit", "display", "displayhook", "excepthook"}
+_MISSING = object()
+_map, _len, _any, _is_not = map, len, any, operator.is_not
+_repeat = itertools.repeat
+
+
+def _classes() -> list[type]:
+    """torch's own Python classes that these modules name (torch.Tensor, nn.Linear, no_grad,
+    the optimizers, ...); builtin types cannot be changed at all."""
+    found = {}
+    for module in MODULES[4:]:
+        for value in vars(module).values():
+            ours = isinstance(value, type) and str(getattr(value, "__module__", "")).startswith(
+                "torch"
+            )
+            if ours and not value.__flags__ & (1 << 8):  # Py_TPFLAGS_IMMUTABLETYPE: C types
+                found[id(value)] = value
+    return list(found.values())
+
+
+def _data(value: object) -> bool:
+    """A plain value (a counter such as RemovableHandle.next_id, a flag): what functions do does
+    not change with it, and libraries update their own."""
+    return value is None or type(value) in (bool, int, float, str)
+
+
+class _Namespace:
+    """One module's or class's names and values, compared by identity in one C-level pass."""
+
+    def __init__(self, label: str, mapping, closed: bool):
+        self.label, self.mapping, self.closed = label, mapping, closed
+        self.keys = tuple(
+            k for k in mapping.keys() if not (label == "builtins" and k in PER_REQUEST)
+        )
+        self.read = operator.itemgetter(*self.keys) if len(self.keys) > 1 else None
+        self.values = self._read()
+
+    def _read(self) -> tuple:
+        if self.read is None:  # itemgetter of one key returns the value itself, not a tuple
+            return tuple(_map(self.mapping.get, self.keys, _repeat(_MISSING)))
+        try:
+            return self.read(self.mapping)
+        except KeyError:  # a name was deleted
+            return tuple(_map(self.mapping.get, self.keys, _repeat(_MISSING)))
+
+    def changed(self) -> list[str]:
+        now = self._read()
+        grew = self.closed and _len(self.mapping) != _len(self.keys)
+        if not grew and not _any(_map(_is_not, now, self.values)):
+            return []
+        found = [
+            f"{self.label}.{k}"
+            for k, before, after in zip(self.keys, self.values, now)
+            if after is not before
+            and not (_data(before) and _data(after))
+            and not unchanged(before, after)
+        ]
+        if grew:
+            known = set(self.keys)
+            found += [
+                f"{self.label}.{k}"
+                for k, v in list(self.mapping.items())
+                if k not in known and not (from_library(v) or isinstance(v, types.ModuleType))
+            ]
+        if not found:  # a library's own change: accept it once, then compare against it
+            self.__init__(self.label, self.mapping, self.closed)
+        return found
+
+
+class Snapshot:
+    """The names of `MODULES` and of torch's classes in them, as they are now."""
+
+    def __init__(self):
+        self.namespaces = [_Namespace(m.__name__, vars(m), closed=False) for m in MODULES] + [
+            _Namespace(f"{c.__module__}.{c.__qualname__}", vars(c), closed=True) for c in _classes()
+        ]
+
+    def changed(self) -> list[str]:
+        """What was replaced or added since (at most ten names): [] when nothing was."""
+        found = []
+        for namespace in self.namespaces:
+            found += namespace.changed()
+        return sorted(found)[:10]
