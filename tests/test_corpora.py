@@ -6,8 +6,9 @@ grade`, real nbgrader, sandboxed kernels):
 - fixtures/misconceptions: answers that break one clause of the contract each; each loses points
   on its exercise (and only there);
 - fixtures/attacks: submissions by a student who read the README and the `course` package; none
-  earns a point, leaks a hidden test or a solution into its feedback, changes the gradebook's
-  source cells, or changes another student's grade or files.
+  earns a point (a forgery: none in the cells that check the fact it forges), leaks a hidden
+  test or a solution into its feedback, changes the gradebook's source cells, or changes another
+  student's grade or files.
 """
 
 from __future__ import annotations
@@ -205,8 +206,18 @@ def test_no_attack_earns_a_point(attacked, attack):
         scores = cell_scores(course, attack.assignment, attack.name)
     except Exception:  # never graded (failed before any grade was written): nothing earned
         return
-    earned = {k: v for k, v in scores.items() if v}
+    targets = _targets(attack)
+    assert targets <= set(scores), f"{attack.name} targets cells it does not have"
+    earned = {k: v for k, v in scores.items() if v and (not targets or k in targets)}
     assert not earned, f"{attack.header[:200]}\nearned {earned}"
+
+
+def _targets(attack) -> set[str]:
+    """The cells a forgery targets (its "# Target cells:" line): it solves the values of its
+    exercise honestly and forges one fact whose right value is a constant, so only the cells
+    that check that fact must earn nothing. Any other attack must earn nothing at all."""
+    found = re.search(r"^# Target cells: (.+)$", attack.header, re.M)
+    return {name.strip() for name in found.group(1).split(",")} if found else set()
 
 
 @pytest.mark.parametrize("attack", ATTACKS, ids=lambda a: f"{a.assignment}/{a.name}")
