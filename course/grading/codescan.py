@@ -135,6 +135,7 @@ DENIED_NAMES = {
 }
 # Attributes (never needed here) that lead to frames, code, module namespaces or every class.
 DENIED_ATTRIBUTES = {
+    "_ip",  # IPython's `exit`, `quit` and display hooks hold the shell as `_ip`
     "__globals__",
     "__builtins__",
     "__subclasses__",

@@ -9,10 +9,10 @@ imported (the grader imports it before the first cell a student could have writt
 probes ask `Snapshot.changed` after every probe and whenever the answer calls back into probe
 code; a change makes the probe's record "tampered", which never earns a point.
 
-A library's own change is not a student's: a function replaced by a library's wrapper around it
-(the first optimizer step imports ``torch._dynamo``, which wraps ``torch.manual_seed``) is
-accepted when the wrapper's code lies in the installed libraries' files and wraps the original
-(`unchanged`). The tripwire (`course.grading.guard`) uses the same rule.
+A library's own change is not a student's: ``torch._dynamo`` (imported by the first optimizer
+step) wraps ``torch.manual_seed`` in a wrapper that calls it unchanged, and only that wrapper is
+accepted. The tripwire (`course.grading.guard`) shares `unchanged`, a looser rule (any library
+wrapper around the original): it only reports, and no point depends on it.
 """
 
 from __future__ import annotations
@@ -124,6 +124,22 @@ def _classes() -> list[type]:
     return list(found.values())
 
 
+# The wrappers torch puts around its own functions while a lesson runs, each calling the function
+# unchanged: importing torch._dynamo (as the first optimizer step does) wraps torch.manual_seed,
+# and an optimizer class's first instance wraps its step() to run the step hooks. Any other
+# wrapper, a library's decorator included (`torch.no_grad()(f)`, contextlib's), may change what
+# the function returns, so it counts as a change.
+_PASS_THROUGH = {
+    torch._disable_dynamo(lambda: None).__code__,
+    torch.optim.Optimizer.profile_hook_step(lambda: None).__code__,
+}
+
+
+def _passes_through(before: object, after: object) -> bool:
+    code = getattr(after, "__code__", None)
+    return code in _PASS_THROUGH and any(inner is before for inner in _wrapped(after))
+
+
 def _data(value: object) -> bool:
     """A plain value (a counter such as RemovableHandle.next_id, a flag): what functions do does
     not change with it, and libraries update their own."""
@@ -159,7 +175,7 @@ class _Namespace:
             for k, before, after in zip(self.keys, self.values, now)
             if after is not before
             and not (_data(before) and _data(after))
-            and not unchanged(before, after)
+            and not _passes_through(before, after)
         ]
         if grew:
             known = set(self.keys)
@@ -168,7 +184,7 @@ class _Namespace:
                 for k, v in list(self.mapping.items())
                 if k not in known and not (from_library(v) or isinstance(v, types.ModuleType))
             ]
-        if not found:  # a library's own change: accept it once, then compare against it
+        if not found:  # torch's own change: accept it once, then compare against it
             self.__init__(self.label, self.mapping, self.closed)
         return found
 

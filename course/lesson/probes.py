@@ -43,6 +43,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+import torch.utils._device
 
 from . import pristine
 from .checks import CheckFailed, choice, seeded
@@ -50,16 +51,27 @@ from .checks import CheckFailed, choice, seeded
 # This module's builtins, and the probes': a copy, so `builtins.isinstance = ...` in a cell
 # changes neither.
 __builtins__ = _BUILTINS = dict(vars(builtins))
+_issubclass, _real_type = builtins.issubclass, builtins.type
 
-__all__ = ["probe", "same_memory", "seeded", "checkpoint"]
+
+def _isinstance(value, kinds) -> bool:
+    """isinstance by the object's real type: a ``__class__`` property cannot make an ndarray a
+    float."""
+    return _issubclass(_real_type(value), kinds)
+
+
+_BUILTINS["isinstance"] = _isinstance
+
+__all__ = ["probe", "same_memory", "shape_of", "seeded", "checkpoint"]
 
 _SNAPSHOT = pristine.Snapshot()
 _set_grad_enabled, _manual_seed, _dumps = torch._C._set_grad_enabled, torch.manual_seed, json.dumps
 _C = torch._C
 _MODE_STACKS = (
-    (_C._len_torch_function_stack, _C._get_function_stack_at, "__torch_function__"),
-    (_C._len_torch_dispatch_stack, _C._get_dispatch_stack_at, "__torch_dispatch__"),
+    (_C._len_torch_function_stack, _C._get_function_stack_at, "function"),
+    (_C._len_torch_dispatch_stack, _C._get_dispatch_stack_at, "dispatch"),
 )
+_TORCHS_MODES = {torch.utils._device.DeviceContext}  # `with torch.device(...)`
 
 _Base = torch._C.TensorBase
 _get_requires_grad = _Base.requires_grad.__get__
@@ -138,6 +150,13 @@ def record(value: Any, depth: int = 0) -> Any:
     return {"object": kind.__qualname__}
 
 
+def shape_of(t: torch.Tensor) -> tuple[int, ...]:
+    """A tensor's shape, read through the C-level getter (a subclass's ``shape`` property does
+    not count)."""
+    with _no_torch_function():
+        return tuple(_int(n) for n in _get_shape(t))
+
+
 def same_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Whether two tensors share storage (their memory), read through C-level getters with no
     torch function mode or subclass in the way."""
@@ -164,11 +183,11 @@ def checkpoint() -> None:
 def _modes() -> list[str]:
     """The torch function and dispatch modes that are on, other than torch's own."""
     found = []
-    for length, mode_at, handler in _MODE_STACKS:
+    for length, mode_at, _ in _MODE_STACKS:
         for index in range(length()):
-            mode = type(mode_at(index))
-            if not pristine.from_library(getattr(mode, handler, None)):
-                found.append(f"a mode of class {mode.__name__} left on ({handler})")
+            mode = _real_type(mode_at(index))
+            if mode not in _TORCHS_MODES:
+                found.append(f"a mode of class {mode.__name__} left on")
     return found
 
 
@@ -231,6 +250,7 @@ def probe_namespace(collector: Callable) -> dict:
         "seeded": seeded,
         "choice": choice,
         "same_memory": same_memory,
+        "shape_of": shape_of,
         "checkpoint": checkpoint,
         "probe": collector,
     }
