@@ -32,7 +32,7 @@ HIDDEN = re.compile(
     re.MULTILINE | re.DOTALL,
 )
 FAILED = "HiddenTestFailed"
-CACHE_VERSION = "1"  # bump when the record format or the way records are made changes
+CACHE_VERSION = "2"  # bump when the record format or the way records are made changes
 
 
 class ReferenceError(Exception):

@@ -68,10 +68,10 @@ _SNAPSHOT = pristine.Snapshot()
 _set_grad_enabled, _manual_seed, _dumps = torch._C._set_grad_enabled, torch.manual_seed, json.dumps
 _C = torch._C
 _MODE_STACKS = (
-    (_C._len_torch_function_stack, _C._get_function_stack_at, "function"),
-    (_C._len_torch_dispatch_stack, _C._get_dispatch_stack_at, "dispatch"),
+    (_C._len_torch_function_stack, _C._get_function_stack_at),
+    (_C._len_torch_dispatch_stack, _C._get_dispatch_stack_at),
 )
-_TORCHS_MODES = {torch.utils._device.DeviceContext}  # `with torch.device(...)`
+_DEVICE_MODE = torch.utils._device.DeviceContext  # `with torch.device(...)`: torch's own
 
 _Base = torch._C.TensorBase
 _get_requires_grad = _Base.requires_grad.__get__
@@ -183,10 +183,10 @@ def checkpoint() -> None:
 def _modes() -> list[str]:
     """The torch function and dispatch modes that are on, other than torch's own."""
     found = []
-    for length, mode_at, _ in _MODE_STACKS:
+    for length, mode_at in _MODE_STACKS:
         for index in range(length()):
             mode = _real_type(mode_at(index))
-            if mode not in _TORCHS_MODES:
+            if mode is not _DEVICE_MODE:  # by identity: a metaclass could fake equality
                 found.append(f"a mode of class {mode.__name__} left on")
     return found
 
