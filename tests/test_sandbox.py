@@ -3,6 +3,9 @@ see, reach and use. The grading tests (test_adversarial) check the same through 
 
 from __future__ import annotations
 
+import json
+import os
+import socket
 import subprocess
 import sys
 import time
@@ -215,3 +218,195 @@ def test_kill_uid_ends_a_process_that_hops_from_pid_to_pid():
     sandbox.kill_uid(uid)
     within(30, lambda: not _processes_of(uid))  # SIGKILLed processes take a moment to die
     assert not seen(20), f"a hopper outlived the kill: {_processes_of(uid)}"
+
+
+# ---- the kernel as a whole: its home's size, its cgroup ---------------------------------------
+
+
+def _sandboxed(
+    tmp_path: Path, code: str, *args: str, isolate: bool = True, **limits: int
+) -> subprocess.Popen:
+    """Start ``python -c code args`` sandboxed, as the grader starts a kernel cold: in a private
+    folder holding its working folder and a connection file (ipc transport)."""
+    private = tmp_path / "private"
+    workdir = private / "work"
+    workdir.mkdir(parents=True)
+    (private / "kernel.json").write_text(
+        json.dumps({"transport": "ipc", "ip": f"{private}/ipc", "shell_port": 1, "key": "k"})
+    )
+    policy = sandbox.policy_for(
+        tmp_path / "course", workdir, private, sandbox.Limits(**limits), isolate=isolate
+    )
+    command = [sys.executable, "-m", "course.grading.sandbox", policy.to_json(), "--"]
+    return subprocess.Popen(
+        [*command, sys.executable, "-c", code, *args],
+        cwd=workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # as jupyter_client starts it
+    )
+
+
+def _finish(process: subprocess.Popen) -> str:
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 0, err
+    return out
+
+
+def _size_kb(folder: Path) -> int:
+    return sum(p.lstat().st_size for p in folder.rglob("*")) // 1024
+
+
+FILLER = """
+import os, sys
+from pathlib import Path
+home = Path(os.environ["HOME"])
+for folder in (Path.cwd(), home, Path(os.environ["TMPDIR"]), home / ".ipython"):
+    folder.mkdir(exist_ok=True)
+    try:
+        for i in range(4):  # 12 MB in files of 3 MB, each under the file-size limit
+            (folder / f"fill{i}").write_bytes(b"x" * (3 << 20))
+        print(folder, "wrote 12 MB")
+    except OSError as error:
+        print(folder, "error", error.errno)
+    for i in range(4 if sys.argv[1:] != ["keep"] else 0):  # the next folder: a new try
+        (folder / f"fill{i}").unlink(missing_ok=True)
+"""
+
+
+@needs_root
+def test_a_kernel_cannot_fill_the_graders_disk(tmp_path):
+    """Its home (HOME, TMPDIR, IPYTHONDIR, the working folder) is a tmpfs of ``home_mb``:
+    writing past it fails (ENOSPC, or EFBIG), and nothing lands in the grader's folder."""
+    out = _finish(_sandboxed(tmp_path, FILLER, home_mb=8))
+    assert "wrote" not in out, out
+    assert out.count(" error 28") + out.count(" error 27") == 4, out
+    assert _size_kb(tmp_path / "private") < 64
+
+    bad = tmp_path / "bad"  # the known-bad case: no namespaces, so the home is the host folder
+    bad.mkdir()
+    out = _finish(_sandboxed(bad, FILLER, "keep", isolate=False, home_mb=8))
+    assert out.count("wrote 12 MB") == 4, out
+    assert _size_kb(bad / "private") > 12 * 1024
+
+
+EXCHANGE = """
+import json, os, socket
+home = os.environ["HOME"]
+info = json.load(open(f"{home}/kernel.json"))
+kernel = socket.socket(socket.AF_UNIX)
+kernel.bind(f"{info['ip']}-{info['shell_port']}")  # what ipykernel does with the ipc transport
+kernel.listen(1)
+conn, _ = kernel.accept()
+print("kernel got", conn.recv(64).decode(), flush=True)
+guard = socket.socket(socket.AF_UNIX)
+guard.connect(f"{home}/guard.sock")  # bound by the grader after the kernel started
+guard.sendall(b"from the kernel")
+"""
+
+
+@needs_root
+def test_the_grader_and_the_kernel_still_meet_in_its_home(tmp_path):
+    """The kernel's home is its own tmpfs, yet the grader connects to the sockets it binds there
+    (the connection file's) and it connects to the one the grader binds later (the tripwire's)."""
+    process = _sandboxed(tmp_path, EXCHANGE)
+    private = tmp_path / "private"
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(private / "guard.sock"))
+    os.chmod(private / "guard.sock", 0o666)
+    listener.listen(1)
+    listener.settimeout(60)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            grader = socket.socket(socket.AF_UNIX)
+            grader.connect(str(private / "ipc-1"))
+            break
+        except OSError:
+            if time.monotonic() > deadline or process.poll() is not None:
+                process.kill()
+                pytest.fail(f"no socket of the kernel's reached: {process.communicate()[1]}")
+            time.sleep(0.05)
+    grader.sendall(b"from the grader")
+    conn, _ = listener.accept()
+    assert conn.recv(64) == b"from the kernel"
+    assert "kernel got from the grader" in _finish(process)
+
+
+needs_cgroups = pytest.mark.skipif(
+    sandbox.KernelCgroup.unavailable() is not None or sandbox.unavailable() is not None,
+    reason=f"no cgroup per kernel here: {sandbox.KernelCgroup.unavailable() or 'no sandbox'}",
+)
+
+HOGS = """
+import os, sys, time
+count, size = int(sys.argv[1]), int(sys.argv[2]) << 20
+children = []
+for _ in range(count):
+    child = os.fork()
+    if child == 0:
+        block = b"x" * size  # written, so it is really held
+        time.sleep(3)
+        os._exit(0)
+    children.append(child)
+print("children", [os.waitstatus_to_exitcode(os.waitpid(c, 0)[1]) for c in children])
+"""
+
+
+@needs_cgroups
+def test_processes_of_one_kernel_share_one_memory_limit(tmp_path):
+    """Four processes of 160 MB, each under the 200 MB of RLIMIT_DATA, together past the
+    kernel's 488 MB (`kernel_memory_mb`): some are stopped. One of them alone runs."""
+    limits = dict(memory_mb=200, home_mb=8, tmpfs_mb=8)
+    assert sandbox.kernel_memory_mb(sandbox.Limits(**limits)) == 488
+    process = _sandboxed(tmp_path / "together", HOGS, "4", "160", **limits)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode != 0 or -9 in eval(out.split("children ")[1]), out + err
+
+    assert "children [0]" in _finish(_sandboxed(tmp_path / "alone", HOGS, "1", "160", **limits))
+    # the known-bad case: no namespaces, so no stand-in and no cgroup: all four hold their 160 MB
+    out = _finish(_sandboxed(tmp_path / "bad", HOGS, "4", "160", isolate=False, **limits))
+    assert "children [0, 0, 0, 0]" in out
+
+
+SPINNER = """
+import subprocess, sys, time
+subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
+print("started", flush=True)
+time.sleep(60)
+"""
+
+
+@needs_cgroups
+def test_what_a_kernel_starts_in_another_session_counts_in_its_cpu_time(tmp_path):
+    """A child in a session of its own is charged to the kernel (its cgroup's CPU time), which
+    counting the kernel's session alone (the known-bad case) misses."""
+    process = _sandboxed(tmp_path, SPINNER)
+    assert process.stdout.readline().strip() == "started"
+    deadline = time.monotonic() + 60
+    while sandbox.session_cpu_seconds(process.pid) < 1.5:  # the spinner's, on a busy machine
+        assert time.monotonic() < deadline, "the spinner is not counted"
+        time.sleep(0.1)
+    used, session_only = (
+        sandbox.session_cpu_seconds(process.pid),
+        sandbox.session_only_cpu_seconds(process.pid),
+    )
+    process.kill()
+    process.wait()
+    assert used - session_only > 1.0, (used, session_only)
+
+
+@needs_cgroups
+def test_a_kernels_cgroup_goes_with_it_and_leftovers_are_swept(tmp_path):
+    """The stand-in removes the kernel's cgroup; one left by a stand-in killed outright (named
+    by a pid no longer alive) is removed when the next kernel starts."""
+    parent = Path(sandbox._cgroup_homes()["memory"], sandbox.CGROUP_PARENT)
+    parent.mkdir(exist_ok=True)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    (parent / str(dead.pid)).mkdir(exist_ok=True)
+    process = _sandboxed(tmp_path, "print('ran')")
+    assert _finish(process).strip() == "ran"
+    assert not (parent / str(dead.pid)).exists()
+    assert not (parent / str(process.pid)).exists()

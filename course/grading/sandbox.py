@@ -15,7 +15,12 @@ Where the machine allows it (Linux, as root or with CAP_SYS_ADMIN), also:
   over Unix sockets, which need none) and IPC namespace (no shared memory or semaphores with
   another kernel);
 - a uid of its own (not root, and shared with no other kernel): it cannot write what it was not
-  given, signal the grader, or use up another kernel's process quota.
+  given, signal the grader, or use up another kernel's process quota;
+- a home of a fixed size: its private folder (HOME, TMPDIR, IPYTHONDIR, MPLCONFIGDIR, the working
+  folder) is a tmpfs of ``Limits.home_mb`` in its own mount namespace, so no path it may write
+  lies on the grader's disk (`_build_root`: what the grader and the kernel exchange there);
+- a cgroup of its own, where the machine's cgroupfs can be written (`KernelCgroup`): memory and
+  process limits for the kernel as a whole, and the CPU time of everything it started.
 
 `enter` applies a `Policy` to the current process (a kernel forked from a warm zygote);
 ``python -m course.grading.sandbox POLICY -- CMD...`` applies it and execs CMD (a kernel started
@@ -24,12 +29,17 @@ cold).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import functools
 import json
 import os
+import re
 import resource
+import shutil
 import signal
 import sys
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -44,6 +54,11 @@ NEW_ROOT = "/mnt"  # where the kernel's root is built, in its own mount namespac
 DEVICES = ("null", "zero", "full", "random", "urandom")
 SCRATCH = ("/tmp", "/var/tmp", "/dev/shm")
 FIRST_UID = 100_000  # kernels get FIRST_UID + their pid: unique among live kernels, never a user
+GRADER_VIEW = "/.grader"  # the grader's side of the kernel's private folder, read-only
+# Sockets the grader binds in the kernel's private folder once the kernel runs, which the kernel
+# connects to (`course.grading.execute.GradingExecute._guard_start`).
+GRADER_SOCKETS = ("guard.sock",)
+CGROUP_PARENT = "course-kernels"  # kernels' cgroups: <the grader's cgroup>/course-kernels/<pid>
 
 
 @dataclass(frozen=True)
@@ -53,6 +68,16 @@ class Limits:
     processes: int = 256  # processes and threads of the kernel's own uid
     file_mb: int = 64  # the largest file it may write
     tmpfs_mb: int = 64  # size of its private /tmp and /dev/shm
+    home_mb: int = 64  # size of its home: HOME, TMPDIR, IPYTHONDIR, MPLCONFIGDIR, working folder
+
+
+def kernel_memory_mb(limits: Limits) -> int:
+    """The memory of all of a kernel's processes together (its cgroup's limit): one process's
+    own (``memory_mb``, RLIMIT_DATA) and a margin for what RLIMIT_DATA does not count (code,
+    stacks, the page cache), so that a single process still meets RLIMIT_DATA first (a
+    MemoryError, "out of memory"), plus its tmpfs folders, whose pages are charged to it."""
+    margin = max(256, limits.memory_mb // 4)
+    return limits.memory_mb + margin + limits.home_mb + len(SCRATCH) * limits.tmpfs_mb
 
 
 @dataclass(frozen=True)
@@ -144,9 +169,17 @@ def kill_uid(uid: int) -> None:
 
 
 def session_cpu_seconds(session: int) -> float:
-    """CPU seconds used so far by the processes of a session (a kernel's own, from the setsid in
-    `enter`), the children they have reaped included; processes that exit meanwhile are skipped.
+    """CPU seconds used so far by the kernel whose session is ``session`` (its stand-in's pid,
+    from the setsid in `enter`): from its cgroup where it has one, so that what it started in a
+    session of its own counts too; else by the processes of the session, the children they have
+    reaped included (processes that exit meanwhile are skipped).
     """
+    used = KernelCgroup.cpu_seconds(session)
+    return session_only_cpu_seconds(session) if used is None else used
+
+
+def session_only_cpu_seconds(session: int) -> float:
+    """CPU seconds used so far by the processes of a session and the children they reaped."""
     ticks = 0
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
@@ -163,6 +196,200 @@ def session_cpu_seconds(session: int) -> float:
 
 class SandboxError(OSError):
     pass
+
+
+def _write(path: str, text: str) -> None:
+    """Write a cgroup file: its errors come from the write itself, which this does not buffer."""
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+@functools.lru_cache(maxsize=1)
+def _cgroup_homes() -> dict[str, str]:
+    """This process's cgroup folder in each hierarchy that has a controller a kernel's cgroup
+    uses: "memory", "pids", "cpuacct" (cgroup v1), or "unified" (cgroup v2, where it has the
+    memory and pids controllers and v1 does not). {} where there is none, or no cgroupfs."""
+    try:
+        with open("/proc/self/cgroup") as own, open("/proc/self/mountinfo") as info:
+            paths = dict(line.rstrip("\n").split(":", 2)[1:] for line in own)
+            mounts = info.read().splitlines()
+    except (OSError, ValueError):
+        return {}
+    homes, unified = {}, None
+    for line in mounts:
+        left, _, right = line.partition(" - ")
+        fields, kind = left.split(), right.split()
+        if len(fields) < 5 or len(kind) < 3 or kind[0] not in ("cgroup", "cgroup2"):
+            continue
+        root, point = (re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), f) for f in fields[3:5])
+        if kind[0] == "cgroup2":
+            key, names = "", ["unified"]
+        else:
+            names = [o for o in kind[2].split(",") if o in ("memory", "pids", "cpuacct")]
+            found = (k for k in paths if names and set(k.split(",")) >= set(names))
+            key = next(found, None)
+        path = paths.get(key) if key is not None else None
+        if not names or path is None or not (path + "/").startswith(root.rstrip("/") + "/"):
+            continue  # not ours, or mounted from a subtree that does not hold this process
+        folder = os.path.normpath(point + "/" + path[len(root.rstrip("/")) :])
+        for name in names:
+            if name == "unified":
+                unified = folder
+            else:
+                homes.setdefault(name, folder)
+    if unified and "memory" not in homes:
+        try:
+            with open(os.path.join(unified, "cgroup.controllers")) as available:
+                if {"memory", "pids"} <= set(available.read().split()):
+                    homes = {"unified": unified}
+        except OSError:
+            pass
+    return homes
+
+
+class KernelCgroup:
+    """A kernel's own cgroup, one folder per hierarchy, named by its stand-in's pid under
+    ``course-kernels`` in the grader's cgroup (so the grader's own limits still hold): a memory
+    limit for all its processes together (`kernel_memory_mb`), a process limit
+    (``Limits.processes``), and the CPU time of everything in it (`cpu_seconds`).
+
+    `join` puts the calling process in it, before the kernel's PID namespace has any process:
+    everything the kernel starts is in it too, in whatever session. The stand-in moves itself
+    back out (`leave`) and removes it once the kernel has ended (`remove`); one left behind by a
+    stand-in killed outright is removed by the next kernel's `join` (`_sweep`). Where no cgroup
+    can be made (not root, a read-only cgroupfs, cgroup v2 without delegation), there is none and
+    the limits stay per process, as without it."""
+
+    def __init__(self, folders: dict[str, str]):
+        self.folders = folders  # hierarchy -> this kernel's folder there
+
+    @staticmethod
+    def _settings(hierarchy: str, limits: Limits) -> tuple[list[tuple[str, str]], list[str]]:
+        """(file, value) pairs that must be written, and the optional files among them."""
+        memory = str(kernel_memory_mb(limits) * 1024 * 1024)
+        if hierarchy == "memory":  # memsw: with swap accounting, swap is no way around it
+            return [
+                ("memory.limit_in_bytes", memory),
+                ("memory.memsw.limit_in_bytes", memory),
+            ], ["memory.memsw.limit_in_bytes"]
+        if hierarchy == "pids":
+            return [("pids.max", str(limits.processes))], []
+        if hierarchy == "unified":
+            return [
+                ("memory.max", memory),
+                ("memory.swap.max", "0"),
+                ("pids.max", str(limits.processes)),
+            ], ["memory.swap.max"]
+        return [], []  # cpuacct: counted, not limited
+
+    @classmethod
+    def join(cls, limits: Limits) -> KernelCgroup | None:
+        """Make the cgroup and move this process into it; None where none can be made."""
+        if sys.platform != "linux" or os.geteuid() != 0:
+            return None
+        folders, pid = {}, os.getpid()
+        for hierarchy, home in _cgroup_homes().items():
+            parent = os.path.join(home, CGROUP_PARENT)
+            leaf = os.path.join(parent, str(pid))
+            try:
+                if hierarchy == "unified":  # v2: controllers are handed down explicitly
+                    for folder in (home, parent):
+                        os.makedirs(folder, exist_ok=True)
+                        _write(os.path.join(folder, "cgroup.subtree_control"), "+memory +pids")
+                os.makedirs(parent, exist_ok=True)
+                cls._sweep(parent)
+                os.makedirs(leaf, exist_ok=True)  # a leftover of a dead pid that was ours: reused
+                required, optional = cls._settings(hierarchy, limits)
+                for name, value in required:
+                    path = os.path.join(leaf, name)
+                    if name in optional and not os.path.exists(path):
+                        continue
+                    _write(path, value)
+                _write(os.path.join(leaf, "cgroup.procs"), str(pid))
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.rmdir(leaf)
+                continue
+            folders[hierarchy] = leaf
+        return cls(folders) if folders else None
+
+    @staticmethod
+    def unavailable() -> str | None:
+        """Why kernels get no cgroup of their own here, or None if they do."""
+        if sys.platform != "linux" or os.geteuid() != 0:
+            return "grading does not run as root on Linux"
+        homes = _cgroup_homes()
+        if "memory" not in homes and "unified" not in homes:
+            return "no cgroup hierarchy with the memory controller"
+        folder = os.path.join(homes.get("memory") or homes["unified"], f"{CGROUP_PARENT}-probe")
+        try:
+            os.makedirs(folder, exist_ok=True)
+            os.rmdir(folder)
+        except OSError as error:
+            return f"cgroups cannot be made here ({error.strerror})"
+        return None
+
+    @staticmethod
+    def _sweep(parent: str) -> None:
+        """Remove the cgroups of kernels whose stand-in is gone (killed before it could)."""
+        with contextlib.suppress(OSError):
+            for name in os.listdir(parent):
+                if name.isdigit() and not _alive(int(name)):
+                    with contextlib.suppress(OSError):  # not empty yet (EBUSY): next time
+                        os.rmdir(os.path.join(parent, name))
+
+    def leave(self) -> None:
+        """Move the calling process back to the cgroups it came from (the grader's)."""
+        for hierarchy, leaf in self.folders.items():
+            home = os.path.dirname(os.path.dirname(leaf))
+            with contextlib.suppress(OSError):
+                _write(os.path.join(home, "cgroup.procs"), str(os.getpid()))
+
+    def remove(self, wait: float = 2.0) -> None:
+        """Remove the (now empty) folders; a process still exiting gets ``wait`` seconds."""
+        deadline = time.monotonic() + wait
+        for leaf in self.folders.values():
+            while True:
+                try:
+                    os.rmdir(leaf)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:  # EBUSY: a process of the kernel has not quite gone yet
+                    if time.monotonic() > deadline:
+                        break  # the next kernel's sweep removes it
+                    time.sleep(0.01)
+
+    @staticmethod
+    def cpu_seconds(pid: int) -> float | None:
+        """CPU seconds used in the cgroup of the kernel whose stand-in is ``pid``, or None."""
+        homes = _cgroup_homes()
+        try:
+            if "cpuacct" in homes:
+                path = os.path.join(homes["cpuacct"], CGROUP_PARENT, str(pid), "cpuacct.usage")
+                with open(path) as usage:
+                    return int(usage.read()) / 1e9
+            if "unified" in homes:
+                path = os.path.join(homes["unified"], CGROUP_PARENT, str(pid), "cpu.stat")
+                with open(path) as stat:
+                    fields = dict(line.split() for line in stat if line.strip())
+                return int(fields["usage_usec"]) / 1e6
+        except (OSError, ValueError, KeyError):
+            pass
+        return None
 
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -211,14 +438,82 @@ def _bind(source: str, target: str, read_only: bool) -> None:
         _mount("none", target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_REC | MS_NOSUID)
 
 
-def _tmpfs(target: str, mode: str, size_mb: int, flags: int = 0) -> None:
+def _tmpfs(target: str, mode: str, size_mb: int, flags: int = 0, owner: int = 0) -> None:
     os.makedirs(target, exist_ok=True)
-    _mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV | flags, f"mode={mode},size={size_mb}m")
+    options = f"mode={mode},size={size_mb}m" + (f",uid={owner},gid={owner}" if owner else "")
+    _mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV | flags, options)
 
 
-def _build_root(policy: Policy) -> None:
+def _connection_sockets(private: str) -> list[str]:
+    """The socket paths in ``private`` that the kernel binds: those of a connection file there
+    (``kernel.json``, written by the grader before the kernel starts) with the ipc transport."""
+    sockets = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(private):
+            if not entry.name.endswith(".json") or not entry.is_file(follow_symlinks=False):
+                continue
+            try:
+                info = json.loads(Path(entry.path).read_text())
+            except (OSError, ValueError):
+                continue
+            if not isinstance(info, dict) or info.get("transport") != "ipc":
+                continue
+            ip = str(info.get("ip", ""))
+            if not ip.startswith(private + "/"):
+                continue
+            ports = (v for k, v in info.items() if k.endswith("_port") and isinstance(v, int))
+            sockets += [f"{ip}-{port}" for port in ports]
+    return sockets
+
+
+def _link_kernel_sockets(policy: Policy, stand_in: int) -> None:
+    """The kernel binds its sockets in its home, a tmpfs of its own mount namespace: give each
+    its name in the grader's folder too, as a link through the stand-in's root, which is that
+    namespace's (the grader is root: it may follow it). The links are the grader's; the kernel
+    never sees this folder writable."""
+    for path in _connection_sockets(policy.private):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)  # a previous kernel's, on a restart
+        os.symlink(f"/proc/{stand_in}/root{NEW_ROOT}{path}", path)
+
+
+def _make_home(policy: Policy, uid: int) -> None:
+    """The kernel's private folder, inside its root: a tmpfs of ``home_mb``, owned by it, with a
+    copy of the grader's files there (the connection file: ipykernel rewrites it), its working
+    folder, and links to the sockets the grader binds there later (`GRADER_SOCKETS`), through a
+    read-only view of the grader's folder (`GRADER_VIEW`): it connects to them, never writes."""
+    root, private, size = NEW_ROOT, policy.private, policy.limits.home_mb
+    _bind(private, root + GRADER_VIEW, read_only=True)
+    _tmpfs(root + private, "700", size, owner=uid)
+    if not policy.workdir.startswith(private + "/"):  # elsewhere (never, in this grader)
+        _tmpfs(root + policy.workdir, "700", size, owner=uid)
+    for entry in os.scandir(private):
+        if entry.is_file(follow_symlinks=False):
+            copy = root + entry.path
+            shutil.copyfile(entry.path, copy)
+            os.chown(copy, uid, uid)
+            os.chmod(copy, 0o600)
+    if policy.workdir.startswith(private + "/"):
+        made = root + private
+        for part in Path(policy.workdir).relative_to(private).parts:
+            made = os.path.join(made, part)
+            os.makedirs(made, exist_ok=True)
+            os.chown(made, uid, uid)
+    for name in GRADER_SOCKETS:
+        os.symlink(f"{GRADER_VIEW}/{name}", f"{root}{private}/{name}")
+        os.lchown(f"{root}{private}/{name}", uid, uid)
+
+
+def _build_root(policy: Policy, uid: int) -> None:
     """Make the kernel's root folder from the policy's allow-list, then enter it. Runs as the
-    first process of the new PID namespace, so the /proc it mounts shows only the kernel's."""
+    first process of the new PID namespace, so the /proc it mounts shows only the kernel's.
+
+    Every folder it may write is a tmpfs of a fixed size: /tmp, /var/tmp, /dev/shm
+    (``tmpfs_mb``) and its private folder (``home_mb``, `_make_home`). The grader and the kernel
+    exchange, in that folder: the connection file (the grader writes it, the kernel reads and
+    rewrites it: a copy), the kernel's sockets (the kernel binds them, the grader connects:
+    `_link_kernel_sockets`) and the tripwire's socket (the grader binds it, the kernel
+    connects: `GRADER_SOCKETS`)."""
     _mount("none", "/", None, MS_REC | MS_PRIVATE)  # what follows stays in this namespace
     root = NEW_ROOT
     _tmpfs(root, "755", 1)
@@ -232,9 +527,7 @@ def _build_root(policy: Policy) -> None:
     for hidden in policy.hide:  # a course inside an allowed tree (not one around it)
         if any(hidden.startswith(tree + "/") for tree in policy.read_only):
             _tmpfs(root + hidden, "755", 1, MS_RDONLY)
-    for folder in {policy.private, policy.workdir}:
-        if folder == policy.private or not folder.startswith(policy.private + "/"):
-            _bind(folder, root + folder, read_only=False)
+    _make_home(policy, uid)
     for device in DEVICES:
         if os.path.exists(f"/dev/{device}"):
             _bind(f"/dev/{device}", f"{root}/dev/{device}", read_only=False)
@@ -245,12 +538,15 @@ def _build_root(policy: Policy) -> None:
     os.chdir(policy.workdir)
 
 
-def _stand_in(kernel: int, parent: int) -> None:
+def _stand_in(kernel: int, parent: int, cgroup: KernelCgroup | None) -> None:
     """The process the grader started, once the kernel runs in a PID namespace beneath it: it
     waits for the kernel and exits as it did. Signals for the kernel reach it through the
     process group (jupyter_client signals the group); whatever ends this process ends the
     kernel too (its parent-death signal), and it ends with the process that started it (the
-    grader's worker or zygote), so a grader killed outright leaves no kernel behind."""
+    grader's worker or zygote), so a grader killed outright leaves no kernel behind. It moves
+    out of the kernel's cgroup at once and removes it when the kernel has ended."""
+    if cgroup is not None:
+        cgroup.leave()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _call("prctl", PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the grader's end is the end
     if os.getppid() != parent:  # it ended before that took hold
@@ -262,6 +558,8 @@ def _stand_in(kernel: int, parent: int) -> None:
         except ChildProcessError:
             os._exit(1)
     code = os.waitstatus_to_exitcode(status)
+    if cgroup is not None:
+        cgroup.remove()  # the PID namespace's last process is gone with its first
     os._exit(code if code >= 0 else 128 - code)
 
 
@@ -314,13 +612,15 @@ def enter(policy: Policy) -> list[str]:
     elif policy.isolate:
         missing.append("no private file view, namespaces or own uid (the grader is not root)")
     if isolated:
+        _link_kernel_sockets(policy, os.getpid())
+        cgroup = KernelCgroup.join(policy.limits)  # before the namespace has a process
         kernel = os.fork()
         if kernel:
-            _stand_in(kernel, parent)
-        for folder in {policy.private, policy.workdir}:
+            _stand_in(kernel, parent, cgroup)
+        for folder in {policy.private, policy.workdir}:  # its view of the grader's: read-only
             for path in [folder, *(str(p) for p in Path(folder).rglob("*"))]:
                 os.lchown(path, uid, uid)
-        _build_root(policy)
+        _build_root(policy, uid)
     _apply_limits(policy.limits)
     _call("prctl", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)  # no setuid binary gives rights back
     if isolated:
