@@ -305,12 +305,20 @@ def first_step(x):
     optimizer.step()  # imports torch._dynamo, which wraps torch.manual_seed
     return x * 2
 
+def compiled(x):
+    model = torch.nn.Linear(1, 1)
+    optimizer = torch.optim.Adam(model.parameters())
+    torch.compile(model)(x.reshape(-1, 1)).sum().backward()  # dynamo wraps Module.__init__, ...
+    optimizer.step()
+    return x * 2
+
 def own_wrapper(x):
     real = torch.manual_seed
     torch.manual_seed = lambda seed: real(seed)
     return x * 2
 
-answer = {"library": first_step, "cell": own_wrapper}[__import__("sys").argv[1]]
+ANSWERS = {"library": first_step, "compile": compiled, "cell": own_wrapper}
+answer = ANSWERS[__import__("sys").argv[1]]
 source = '''
 @probe("double")
 def _(double):
@@ -320,7 +328,9 @@ print(json.dumps([sorted(r) for r in json.loads(probes.collect(source, {"double"
 """
 
 
-@pytest.mark.parametrize("who, expected", [("library", "record"), ("cell", "tampered")])
+@pytest.mark.parametrize(
+    "who, expected", [("library", "record"), ("compile", "record"), ("cell", "tampered")]
+)
 def test_a_librarys_own_wrapper_is_not_tampering_and_a_cells_is(who, expected):
     """In a fresh interpreter, as in a kernel: the first optimizer step is torch's change."""
     result = subprocess.run(

@@ -124,20 +124,24 @@ def _classes() -> list[type]:
     return list(found.values())
 
 
-# The wrappers torch puts around its own functions while a lesson runs, each calling the function
-# unchanged: importing torch._dynamo (as the first optimizer step does) wraps torch.manual_seed,
-# and an optimizer class's first instance wraps its step() to run the step hooks. Any other
-# wrapper, a library's decorator included (`torch.no_grad()(f)`, contextlib's), may change what
-# the function returns, so it counts as a change.
-_PASS_THROUGH = {
-    torch._disable_dynamo(lambda: None).__code__,
-    torch.optim.Optimizer.profile_hook_step(lambda: None).__code__,
-}
+# Torch wraps some of its own functions while a lesson runs, each wrapper calling the function it
+# wraps: importing torch._dynamo (the first optimizer step, torch.compile) wraps
+# torch.manual_seed, optimizers' _init_group and nn.Module.__init__; an optimizer class's first
+# instance wraps its step() to run the step hooks. So a wrapper whose code lies in torch's own
+# files and that wraps the original is accepted, except torch's context-manager decorators
+# (`torch.no_grad()(f)`), which change what the function sees. A wrapper from anywhere else
+# (contextlib's, functools', a cell's) counts as a change.
+_TORCH_ROOT = os.path.realpath(os.path.dirname(torch.__file__)) + os.sep
+_DECORATORS = {torch.no_grad()(lambda: None).__code__, torch.enable_grad()(lambda: None).__code__}
 
 
 def _passes_through(before: object, after: object) -> bool:
-    code = getattr(after, "__code__", None)
-    return code in _PASS_THROUGH and any(inner is before for inner in _wrapped(after))
+    code = getattr(getattr(after, "__func__", after), "__code__", None)
+    if not isinstance(code, types.CodeType) or code in _DECORATORS:
+        return False
+    if not os.path.realpath(code.co_filename).startswith(_TORCH_ROOT):
+        return False
+    return any(inner is before for inner in _wrapped(after))
 
 
 def _data(value: object) -> bool:
@@ -149,13 +153,17 @@ def _data(value: object) -> bool:
 class _Namespace:
     """One module's or class's names and values, compared by identity in one C-level pass."""
 
-    def __init__(self, label: str, mapping, closed: bool):
-        self.label, self.mapping, self.closed = label, mapping, closed
+    def __init__(self, label: str, mapping, closed: bool, owner: object = None):
+        self.label, self.mapping, self.closed, self.owner = label, mapping, closed, owner
         self.keys = tuple(
             k for k in mapping.keys() if not (label == "builtins" and k in PER_REQUEST)
         )
         self.read = operator.itemgetter(*self.keys) if len(self.keys) > 1 else None
         self.values = self._read()
+
+    def _inherits(self, name: str) -> bool:
+        """Whether the class's bases define ``name`` (a name added here would shadow it)."""
+        return any(name in vars(base) for base in getattr(self.owner, "__mro__", ())[1:])
 
     def _read(self) -> tuple:
         if self.read is None:  # itemgetter of one key returns the value itself, not a tuple
@@ -182,10 +190,12 @@ class _Namespace:
             found += [
                 f"{self.label}.{k}"
                 for k, v in list(self.mapping.items())
-                if k not in known and not (from_library(v) or isinstance(v, types.ModuleType))
+                if k not in known
+                and not (from_library(v) or isinstance(v, types.ModuleType))
+                and not (_data(v) and not self._inherits(k))  # a new flag shadows nothing
             ]
         if not found:  # torch's own change: accept it once, then compare against it
-            self.__init__(self.label, self.mapping, self.closed)
+            self.__init__(self.label, self.mapping, self.closed, self.owner)
         return found
 
 
@@ -194,7 +204,8 @@ class Snapshot:
 
     def __init__(self):
         self.namespaces = [_Namespace(m.__name__, vars(m), closed=False) for m in MODULES] + [
-            _Namespace(f"{c.__module__}.{c.__qualname__}", vars(c), closed=True) for c in _classes()
+            _Namespace(f"{c.__module__}.{c.__qualname__}", vars(c), closed=True, owner=c)
+            for c in _classes()
         ]
 
     def changed(self) -> list[str]:
