@@ -9,10 +9,12 @@ imported (the grader imports it before the first cell a student could have writt
 probes ask `Snapshot.changed` after every probe and whenever the answer calls back into probe
 code; a change makes the probe's record "tampered", which never earns a point.
 
-A library's own change is not a student's: ``torch._dynamo`` (imported by the first optimizer
-step) wraps ``torch.manual_seed`` in a wrapper that calls it unchanged, and only that wrapper is
-accepted. The tripwire (`course.grading.guard`) shares `unchanged`, a looser rule (any library
-wrapper around the original): it only reports, and no point depends on it.
+A library's own change is not a student's: torch wraps some of its own functions while a lesson
+runs (``torch._dynamo``, imported by the first optimizer step, wraps ``torch.manual_seed``), and a
+wrapper from torch's own files around the original is accepted (`_passes_through`), except
+torch's context-manager decorators. The tripwire (`course.grading.guard`) shares `unchanged`, a
+looser rule (any library wrapper around the original): it only reports, and no point depends
+on it.
 """
 
 from __future__ import annotations
@@ -48,13 +50,20 @@ def _library_roots() -> tuple[str, ...]:
 _LIBRARY_ROOTS = _library_roots()
 
 
+def _code(function: object) -> types.CodeType | None:
+    """The code object of a Python function (or of a method of one), else None."""
+    code = getattr(getattr(function, "__func__", function), "__code__", None)
+    return code if isinstance(code, types.CodeType) else None
+
+
+def _defined_under(function: object, roots: tuple[str, ...]) -> bool:
+    code = _code(function)
+    return code is not None and os.path.realpath(code.co_filename).startswith(roots)
+
+
 def from_library(function: object) -> bool:
     """Whether a Python function (or a method of one) was defined in a library's own files."""
-    function = getattr(function, "__func__", function)
-    code = getattr(function, "__code__", None)
-    if not isinstance(code, types.CodeType):
-        return False
-    return os.path.realpath(code.co_filename).startswith(_LIBRARY_ROOTS)
+    return _defined_under(function, _LIBRARY_ROOTS)
 
 
 def _wrapped(function: object) -> list[object]:
@@ -131,15 +140,12 @@ def _classes() -> list[type]:
 # files and that wraps the original is accepted, except torch's context-manager decorators
 # (`torch.no_grad()(f)`), which change what the function sees. A wrapper from anywhere else
 # (contextlib's, functools', a cell's) counts as a change.
-_TORCH_ROOT = os.path.realpath(os.path.dirname(torch.__file__)) + os.sep
+_TORCH_ROOT = (os.path.realpath(os.path.dirname(torch.__file__)) + os.sep,)
 _DECORATORS = {torch.no_grad()(lambda: None).__code__, torch.enable_grad()(lambda: None).__code__}
 
 
 def _passes_through(before: object, after: object) -> bool:
-    code = getattr(getattr(after, "__func__", after), "__code__", None)
-    if not isinstance(code, types.CodeType) or code in _DECORATORS:
-        return False
-    if not os.path.realpath(code.co_filename).startswith(_TORCH_ROOT):
+    if _code(after) in _DECORATORS or not _defined_under(after, _TORCH_ROOT):
         return False
     return any(inner is before for inner in _wrapped(after))
 
@@ -166,12 +172,13 @@ class _Namespace:
         return any(name in vars(base) for base in getattr(self.owner, "__mro__", ())[1:])
 
     def _read(self) -> tuple:
-        if self.read is None:  # itemgetter of one key returns the value itself, not a tuple
-            return tuple(_map(self.mapping.get, self.keys, _repeat(_MISSING)))
-        try:
-            return self.read(self.mapping)
-        except KeyError:  # a name was deleted
-            return tuple(_map(self.mapping.get, self.keys, _repeat(_MISSING)))
+        # itemgetter of one key returns the value itself, not a tuple; a deleted name raises
+        if self.read is not None:
+            try:
+                return self.read(self.mapping)
+            except KeyError:
+                pass
+        return tuple(_map(self.mapping.get, self.keys, _repeat(_MISSING)))
 
     def changed(self) -> list[str]:
         now = self._read()
