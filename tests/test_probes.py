@@ -16,6 +16,7 @@ import torch
 from course.grading import probes as grading
 from course.lesson import probes
 from course.lesson.checks import CheckFailed
+from course.lesson.outbox import RECORDS_MIME
 from course_testing import venv_env
 
 
@@ -125,12 +126,18 @@ def test_unreadable_or_missing_results_fail_plainly():
         _records(DOUBLE, double=lambda x: (_ for _ in ()).throw(NotImplementedError())), want
     )
     assert stub == ["double of a vector: not implemented yet"]
-    for text in ("'[1'", "'{}'", "__import__('os')", "'[1, 2]'"):
-        assert (
-            grading.read_records([{"output_type": "execute_result", "data": {"text/plain": text}}])
-            is None
-        )
+
+    def sent(text):
+        return {"output_type": "display_data", "data": {RECORDS_MIME: text}}
+
+    good = json.dumps(want)
+    assert grading.read_records([sent(good)]) == want
+    for text in ("[1", "{}", "__import__('os')", "[1, 2]", ["not", "text"]):
+        assert grading.read_records([sent(text)]) is None
     assert grading.read_records([]) is None
+    assert grading.read_records([sent(good), sent(good)]) is None, "one more, from the answer"
+    as_value = {"output_type": "execute_result", "data": {"text/plain": repr(good)}}
+    assert grading.read_records([as_value]) is None, "a cell's value is not the channel"
 
 
 def test_probes_see_none_of_the_notebooks_state():
@@ -342,3 +349,48 @@ def test_a_librarys_own_wrapper_is_not_tampering_and_a_cells_is(who, expected):
     )
     assert result.returncode == 0, result.stderr
     assert expected in json.loads(result.stdout.splitlines()[-1])[0]
+
+
+SEND = """
+@probe("double of a vector", hints={"result": "multiply by two."})
+def _(double):
+    return {"result": double(torch.tensor([1.0, 2.0]))}
+"""
+
+
+@pytest.mark.parametrize(
+    "tampering, delivered",
+    [
+        ("", True),
+        # a printer for str in the display formatter: the records are not a cell's value
+        (
+            "exit._ip.display_formatter.formatters['text/plain'].for_type(str, lambda *a: None)",
+            True,
+        ),
+        ("exit._ip.display_pub.register_hook(lambda msg: msg)", False),
+        (
+            "s = exit._ip.display_pub.session; pack = s.pack\n"
+            "s.pack = lambda obj: pack(obj)",  # rewrites nothing here, but could
+            False,
+        ),
+        ("import ipykernel.zmqshell as z; z.encode_images = lambda data: data", False),
+    ],
+    ids=["untouched", "str printer", "display hook", "packer", "module function"],
+)
+def test_the_records_leave_by_the_publisher_as_it_was_or_not_at_all(tampering, delivered):
+    """In a real kernel: the channel is taken when the tripwire starts (here: attach), and a
+    change made afterwards anywhere on the way means nothing is sent."""
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("from course.lesson.outbox import OUTBOX; OUTBOX.attach()"),
+        nbformat.v4.new_code_cell("def double(x):\n    return x * 2\n" + tampering),
+        nbformat.v4.new_code_cell(grading.collect_code(SEND)),
+    ]
+    NotebookClient(nb, timeout=120, kernel_name="python3").execute()
+    found = grading.read_records(nb.cells[-1].outputs)
+    if delivered:
+        assert found is not None and grading.judge(found, _records(SEND, double=_double)) == []
+    else:
+        assert found is None, found

@@ -3,16 +3,16 @@
 A test cell's hidden block is a list of probes (`course.lesson.probes`). The student's kernel runs
 only the cell's visible part in place; once the whole notebook has run, the grader has it run each
 block's probes (`collect_code`) outside the notebook's cells and history, and reads back their
-records as JSON data. The expected records come from a trusted kernel that ran the source
-notebook, reference solutions included, the same way (`expected_records`); no student code ever
-runs there, and the expected values never enter the student's kernel. `judge` compares the two in
-the grader's own process. Whatever the student's kernel sends is only data: to match, it must
-hold the reference's values for inputs it never saw before, which is solving the exercise.
+records as JSON data, sent as a message of their own (`course.lesson.outbox`). The expected
+records come from a trusted kernel that ran the source notebook, reference solutions included,
+the same way (`expected_records`); no student code ever runs there, and the expected values never
+enter the student's kernel. `judge` compares the two in the grader's own process. Whatever the
+student's kernel sends is only data: to match, it must hold the reference's values for inputs it
+never saw before, which is solving the exercise.
 """
 
 from __future__ import annotations
 
-import ast
 import builtins
 import hashlib
 import json
@@ -27,12 +27,14 @@ import nbformat
 import torch
 from nbclient import NotebookClient
 
+from ..lesson.outbox import RECORDS_MIME
+
 HIDDEN = re.compile(
     r"^[ \t]*### BEGIN HIDDEN TESTS[ \t]*\n(.*?)^[ \t]*### END HIDDEN TESTS[ \t]*\n?",
     re.MULTILINE | re.DOTALL,
 )
 FAILED = "HiddenTestFailed"
-CACHE_VERSION = "2"  # bump when the record format or the way records are made changes
+CACHE_VERSION = "3"  # bump when the record format or the way records are made changes
 
 
 class ReferenceError(Exception):
@@ -46,23 +48,27 @@ def split_hidden(source: str) -> tuple[str, str]:
 
 
 def collect_code(hidden: str) -> str:
-    """The code that runs one hidden block's probes in a kernel; its value is their records."""
-    return f"__import__('course.lesson.probes').lesson.probes.collect({hidden!r})"
+    """The code that runs one hidden block's probes in a kernel and sends their records."""
+    return f"__import__('course.lesson.probes').lesson.probes.send({hidden!r})"
 
 
 def read_records(outputs: list) -> list[dict] | None:
-    """The records a `collect_code` cell returned (its value's text), or None if it returned
-    none: it raised, its output was cut, or what came back is not a list of records."""
-    for output in outputs:
-        if output.get("output_type") == "execute_result":
-            text = output.get("data", {}).get("text/plain", "")
-            try:
-                records = json.loads(ast.literal_eval(text))
-            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-                return None
-            ok = isinstance(records, list) and all(isinstance(r, dict) for r in records)
-            return records if ok else None
-    return None
+    """The records a `collect_code` cell sent (`course.lesson.outbox`), or None if there is not
+    exactly one such message: the probes raised, the output was cut, the channel had been
+    changed (nothing sent) or the answer sent one too, or what came back is not records."""
+    sent = [
+        o["data"][RECORDS_MIME]
+        for o in outputs
+        if o.get("output_type") == "display_data" and RECORDS_MIME in o.get("data", {})
+    ]
+    if len(sent) != 1 or not isinstance(sent[0], str):
+        return None
+    try:
+        records = json.loads(sent[0])
+    except (ValueError, MemoryError, RecursionError):
+        return None
+    ok = isinstance(records, list) and all(isinstance(r, dict) for r in records)
+    return records if ok else None
 
 
 def test_cells(nb) -> list[tuple[str, str]]:

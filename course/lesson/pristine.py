@@ -207,12 +207,14 @@ class _Namespace:
 
 
 class Snapshot:
-    """The names of `MODULES` and of torch's classes in them, as they are now."""
+    """The names of ``modules`` and ``classes`` as they are now: by default `MODULES` and
+    torch's classes in them."""
 
-    def __init__(self):
-        self.namespaces = [_Namespace(m.__name__, vars(m), closed=False) for m in MODULES] + [
+    def __init__(self, modules: tuple = MODULES, classes: list[type] | None = None):
+        classes = _classes() if classes is None else classes
+        self.namespaces = [_Namespace(m.__name__, vars(m), closed=False) for m in modules] + [
             _Namespace(f"{c.__module__}.{c.__qualname__}", vars(c), closed=True, owner=c)
-            for c in _classes()
+            for c in classes
         ]
 
     def changed(self) -> list[str]:

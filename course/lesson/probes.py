@@ -45,7 +45,7 @@ from typing import Any
 import torch
 import torch.utils._device
 
-from . import pristine
+from . import hardened, outbox, pristine
 from .checks import CheckFailed, choice, seeded
 
 # This module's builtins, and the probes': a copy, so `builtins.isinstance = ...` in a cell
@@ -62,7 +62,7 @@ def _isinstance(value, kinds) -> bool:
 
 _BUILTINS["isinstance"] = _isinstance
 
-__all__ = ["probe", "same_memory", "shape_of", "seeded", "checkpoint"]
+__all__ = ["probe", "same_memory", "shape_of", "seeded", "checkpoint", "updates"]
 
 _SNAPSHOT = pristine.Snapshot()
 _set_grad_enabled, _manual_seed, _dumps = torch._C._set_grad_enabled, torch.manual_seed, json.dumps
@@ -80,10 +80,16 @@ _get_grad = _Base.grad.__get__
 _get_retains_grad = _Base.retains_grad.__get__
 _get_dtype = _Base.dtype.__get__
 _get_shape = _Base.shape.__get__
+_get_version = _Base._version.__get__
 _detach, _tolist, _numel, _storage = _Base.detach, _Base.tolist, _Base.numel, _Base.untyped_storage
 _is_complex, _to = _Base.is_complex, _Base.to
 _storage_ptr = torch.UntypedStorage.data_ptr
-_no_torch_function = torch._C.DisableTorchFunction
+_no_torch_function, _torch_function_on = (
+    torch._C.DisableTorchFunction,
+    torch._C._EnableTorchFunction,
+)
+_HELPERS = dict(hardened.HELPERS)  # taken at import, before a cell could replace them
+_callable = builtins.callable
 _type, _str, _int = builtins.type, builtins.str, builtins.int
 _TENSORS = (torch.Tensor, torch.nn.Parameter)
 
@@ -164,6 +170,15 @@ def same_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
         return _storage_ptr(_storage(a)) == _storage_ptr(_storage(b))
 
 
+def updates(params: list[torch.Tensor], versions: list[int]) -> int:
+    """How many times the most changed of ``params`` was changed in place since its version
+    counter read ``versions`` (``[p._version for p in params]``): an optimizer step changes each
+    parameter that has a gradient once, and only torch's C code moves the counter, whichever way
+    ``step()`` was reached."""
+    with _no_torch_function():
+        return max([_get_version(p) - v for p, v in zip(params, versions)], default=0)
+
+
 def _parameters(fn: Callable) -> list[str]:
     """The names a probe asks for: its parameters without a default (a default binds a loop's
     value, e.g. ``def _(make_trainable, n=n)``)."""
@@ -191,6 +206,19 @@ def _modes() -> list[str]:
     return found
 
 
+def _as_answer(value: Any) -> Any:
+    """The answer's function called with torch function overrides on, as in the notebook (the
+    probe's own code runs with them off)."""
+    if not _callable(value):
+        return value
+
+    def answer(*args, **kwargs):
+        with _torch_function_on():
+            return value(*args, **kwargs)
+
+    return answer
+
+
 def run(fn: Callable, namespace: dict) -> dict:
     """Call one probe with what its parameters name in ``namespace``: ``{"record": ...}``,
     ``{"raised": <error type>, "message": ...}``, ``{"missing": <name>}`` or ``{"tampered":
@@ -200,12 +228,12 @@ def run(fn: Callable, namespace: dict) -> dict:
     for name in _parameters(fn):
         if name not in namespace:
             return {"missing": name}
-        arguments.append(namespace[name])
+        arguments.append(_as_answer(namespace[name]))
     _tampered.clear()  # a change made before this probe persists, and its check below sees it
     _manual_seed(0)
     _set_grad_enabled(True)
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), _no_torch_function():
             warnings.simplefilter("ignore")  # a warning is never a failure
             value = fn(*arguments)
         outcome = None
@@ -244,6 +272,7 @@ def probe_namespace(collector: Callable) -> dict:
     state (a student's later cell may have changed any notebook variable). Outside the grader a
     probe runs among the notebook's names, so the lesson's setup cell imports these too."""
     return {
+        **_HELPERS,
         "__builtins__": _BUILTINS,
         "torch": torch,
         "math": math,
@@ -252,6 +281,7 @@ def probe_namespace(collector: Callable) -> dict:
         "same_memory": same_memory,
         "shape_of": shape_of,
         "checkpoint": checkpoint,
+        "updates": updates,
         "probe": collector,
     }
 
@@ -264,8 +294,17 @@ def collect(source: str, answers: dict | None = None) -> str:
 
         answers = get_ipython().user_ns
     collector = _Collector(answers)
-    exec(compile(source, "<hidden tests>", "exec"), probe_namespace(collector))
+    exec(hardened.compile_probes(source), probe_namespace(collector))
     return _dumps(collector.results)
+
+
+_send = outbox.OUTBOX.send
+
+
+def send(source: str) -> None:
+    """Run a hidden block's probes (`collect`) in the grader's kernel and send their records to
+    the grader as a message of their own (`course.lesson.outbox`), not as the cell's value."""
+    _send(collect(source))
 
 
 def probe(title: str, *, hints=None, rtol: float = 1e-5, atol: float = 1e-6):

@@ -1,0 +1,83 @@
+"""How the probes' records leave the student's kernel.
+
+Not as a cell's value: the shell writes a value's text with its display formatter, where a cell
+can register a printer for ``str`` (the third red team rewrote every record that way). The records
+go as a display message of their own type (`RECORDS_MIME`), sent by the kernel's display
+publisher as it was when the grader's tripwire started (`course.grading.guard.snapshot` calls
+`attach` before the first cell a student could have written): its bound ``publish``, the session,
+socket and packer it sends with, the classes and modules they come from (compared as
+`course.lesson.pristine` compares torch's), and no display hook (a hook may rewrite or drop a
+message). If any of that changed, nothing is sent: the grader finds no records and the hidden
+tests earn nothing. The grader takes records only from exactly one such message per block
+(`course.grading.probes.read_records`), so one more, sent by the answer, spoils them too.
+"""
+
+from __future__ import annotations
+
+import builtins
+
+from . import pristine
+
+# This module's builtins: a copy, so `builtins.getattr = ...` in a cell changes nothing here.
+__builtins__ = dict(vars(builtins))
+
+RECORDS_MIME = "text/x-autograd-course-records"
+
+
+class Outbox:
+    """The kernel's display publisher and what it sends with, as they were at `attach`."""
+
+    def __init__(self):
+        self.publisher = None
+
+    def attach(self) -> None:
+        """Take the kernel's publisher as it is now; only the first call counts."""
+        if self.publisher is not None:
+            return
+        import ipykernel.iostream
+        import ipykernel.zmqshell
+        import jupyter_client.session
+        from IPython import get_ipython
+
+        publisher = getattr(get_ipython(), "display_pub", None)
+        if not isinstance(publisher, ipykernel.zmqshell.ZMQDisplayPublisher):
+            return  # not in a kernel: `send` refuses
+        session, socket = publisher.session, publisher.pub_socket
+        thread = getattr(socket, "io_thread", None)
+        # Each link: (object, attribute, what it held).
+        self.links = [
+            (publisher, "session", session),
+            (publisher, "pub_socket", socket),
+            (session, "pack", session.pack),
+            (session, "auth", session.auth),
+        ]
+        if thread is not None:
+            self.links += [(socket, "io_thread", thread), (thread, "socket", thread.socket)]
+        classes = {
+            c
+            for obj in (publisher, session, socket, thread)
+            for c in type(obj).__mro__
+            if c is not object and not c.__flags__ & (1 << 8)  # Py_TPFLAGS_IMMUTABLETYPE
+        }
+        modules = (ipykernel.zmqshell, ipykernel.iostream, jupyter_client.session)
+        self.snapshot = pristine.Snapshot(modules, sorted(classes, key=str))
+        self.publish = publisher.publish
+        self.publisher = publisher
+
+    def intact(self) -> bool:
+        """Whether the publisher and everything it sends with are as they were at `attach`."""
+        return (
+            self.publisher is not None
+            and all(getattr(obj, name, None) is held for obj, name, held in self.links)
+            and not self.publisher._hooks
+            and not self.snapshot.changed()
+        )
+
+    def send(self, text: str) -> None:
+        """Send the records' JSON text to the grader, or nothing when the channel was changed."""
+        self.attach()  # a kernel the tripwire did not start in: the publisher as it is now
+        if self.intact():
+            self.publish({RECORDS_MIME: text})
+
+
+OUTBOX = Outbox()
