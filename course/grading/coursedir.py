@@ -181,10 +181,12 @@ class Course:
         from nbgrader.coursedir import CourseDirectory
         from sqlalchemy.exc import SAWarning
 
+        from .render_cache import memoize_rendering
         from .speedups import cache_validators
 
         _expose_venv_tools()
         cache_validators()
+        memoize_rendering()
         # nbgrader's own session handling warns on every autograde; nothing for an instructor to do.
         warnings.filterwarnings("ignore", category=SAWarning)
         config = config or self.config()
