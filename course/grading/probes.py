@@ -17,7 +17,6 @@ import builtins
 import hashlib
 import json
 import math
-import os
 import re
 import shutil
 import tempfile
@@ -28,6 +27,7 @@ import torch
 from nbclient import NotebookClient
 
 from ..lesson.outbox import RECORDS_MIME
+from . import atomic
 
 HIDDEN = re.compile(
     r"^[ \t]*### BEGIN HIDDEN TESTS[ \t]*\n(.*?)^[ \t]*### END HIDDEN TESTS[ \t]*\n?",
@@ -335,7 +335,5 @@ def expected_records(source: Path, cache: Path) -> dict[str, list[dict]]:
         return json.loads(path.read_text())
     records = _run_reference(source)
     cache.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(f".{os.getpid()}.tmp")
-    partial.write_text(json.dumps(records))
-    partial.replace(path)  # atomic: a concurrent grader reads all of it or none
+    atomic.write_text(path, json.dumps(records))  # a concurrent grader reads all of it or none
     return records

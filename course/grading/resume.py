@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
+from . import atomic
 from .coursedir import Course
 
 
@@ -64,9 +64,7 @@ def interrupted(
         "selection": _selection(assignments, students),
         "recorded": {f"{a}/{s}": digest(course, a, s) for a, s in sorted(done)},
     }
-    partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
-    partial.write_text(json.dumps(state, indent=1))
-    os.replace(partial, path)
+    atomic.write_text(path, json.dumps(state, indent=1))
 
 
 def finished(course: Course) -> None:

@@ -30,6 +30,7 @@ import nbformat
 from jupyter_client.manager import AsyncKernelManager
 from traitlets import Unicode
 
+from . import atomic
 from .kernelenv import kernel_env, package_view
 
 
@@ -46,9 +47,7 @@ class Prefix:
 
     def save(self, path: Path) -> None:
         """Write it once, atomically: concurrent jobs may record the same prefix."""
-        partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
-        partial.write_text(json.dumps(asdict(self)))
-        partial.rename(path)
+        atomic.write_text(path, json.dumps(asdict(self)))
 
     @classmethod
     def load(cls, path: Path) -> Prefix:
