@@ -183,13 +183,14 @@ def subscript(obj: object, key: object) -> object:
     return obj[key] if item is None else item(key)
 
 
+_len = builtins.len
 _SPECIAL = {builtins.float: "__float__", builtins.int: "__int__", builtins.bool: "__bool__"}
 
 
 def converted(function: Callable, value: object) -> object:
     """``float(x)``, ``int(x)``, ``bool(x)`` or ``len(x)`` by the value's real type (int(2.5) and
     float("nan") as Python gives them); any other function as it is."""
-    if function is builtins.len:
+    if function is _len:
         size = _own_method(value, "__len__")
         return len(value) if size is None else size()
     name = _SPECIAL.get(function) if _real_type(function) is type else None
@@ -229,7 +230,7 @@ class _Rewrite(ast.NodeTransformer):
         self.generic_visit(node)
         if not isinstance(node.ctx, ast.Load):
             return node
-        return _call("_probe_subscript_", node.value, node.slice, like=node)
+        return _call("_probe_subscript_", node.value, _key(node.slice), like=node)
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
@@ -249,6 +250,18 @@ class _Rewrite(ast.NodeTransformer):
         self.generic_visit(node)
         node.iter = _iterate_node(node.iter)
         return node
+
+
+def _key(node: ast.expr) -> ast.expr:
+    """A subscript's key as an ordinary expression: ``a:b`` is only valid inside brackets."""
+    if isinstance(node, ast.Slice):
+        bounds = [b or ast.Constant(None) for b in (node.lower, node.upper, node.step)]
+        return ast.copy_location(
+            ast.Call(func=ast.Name("slice", ast.Load()), args=bounds, keywords=[]), node
+        )
+    if isinstance(node, ast.Tuple):
+        node.elts = [_key(e) for e in node.elts]
+    return node
 
 
 def _iterate_node(node: ast.expr) -> ast.expr:
