@@ -1,10 +1,12 @@
 # Two commands on a fresh machine: `make demo` and `make test`. Both set themselves up.
+# `make test` leaves out the tests marked slow (repeats of the heaviest end-to-end runs);
+# `make test-all` runs every test: run it before changing grading.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint release lab clean
+.PHONY: install demo test test-all lint release lab clean
 
 $(STAMP): requirements.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required, this is " + sys.version' 
@@ -18,7 +20,10 @@ install: $(STAMP)
 demo: install  ## grade a fictional class end to end in .demo/
 	$(PY) -m course demo
 
-test: install lint  ## lint, then the whole test suite, browser tests included
+test: install lint  ## lint, then every test not marked slow, browser tests included (CI)
+	$(PY) -m pytest -m "not slow"
+
+test-all: install lint  ## lint, then every test, slow ones too: run it before changing grading
 	$(PY) -m pytest
 
 lint: install  ## ruff: lint rules and formatting

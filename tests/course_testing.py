@@ -194,3 +194,13 @@ def write_attack(course: Course, student: str, attack: Attack) -> Path:
         link.unlink(missing_ok=True)
         link.symlink_to(target)
     return path
+
+
+def runs_slow_tests(request) -> bool:
+    """Whether this run selected a test marked slow in the module of ``request`` (a fixture's):
+    a module-scoped fixture then grades its whole class, else only the cases that the tests of
+    the default run (`make test`) check."""
+    return any(
+        item.module is request.module and item.get_closest_marker("slow")
+        for item in request.session.items
+    )

@@ -1,7 +1,9 @@
 """Every contract exercise, through real nbgrader autograde: alternative correct answers get all
 of its points, known misconceptions lose some, and no exercise's points come from another's answer.
 
-Answers live in fixtures/answers/<assignment>/<exercise>/: `correct_*.py` and `wrong_*.py`.
+Answers live in fixtures/answers/<assignment>/<exercise>/: `correct_*.py` and `wrong_*.py`. The
+default run grades the first of each kind for every exercise; the others are marked slow (each is
+a submission of its own, graded for real) and run with `make test-all`.
 """
 
 from __future__ import annotations
@@ -24,18 +26,42 @@ CASES = [
 ]
 
 
-ANSWER_CASES = [(a, e, name) for a, e in CASES for name in answer_names(Course.at(REPO), a, e)]
+def _first_of_each_kind(names: list[str]) -> set[str]:
+    """The first correct_ and the first wrong_ file of an exercise (by name): what the default
+    run grades; the other files are graded with ``-m slow`` (`make test-all`)."""
+    return {next(n for n in names if n.startswith(kind)) for kind in ("correct_", "wrong_")}
+
+
+ANSWER_CASES = [
+    pytest.param(a, e, name, marks=() if name in _first_of_each_kind(names) else pytest.mark.slow)
+    for a, e in CASES
+    for names in [answer_names(Course.at(REPO), a, e)]
+    for name in names
+]
 
 
 def _student(exercise: str, name: str) -> str:
     return f"{exercise}--{name}"
 
 
+def _answers_asked(request) -> set[tuple[str, str, str]]:
+    """(assignment, exercise, answer name) of every answer-file case this run selected: only
+    their students are graded (the slow cases' students only when slow cases run)."""
+    asked = set()
+    for item in request.session.items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if item.module is request.module and "name" in params:
+            asked.add((params["assignment"], params["exercise"], params["name"]))
+    return asked
+
+
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    """``graded(assignment)``: outcomes by student for a class made of each answer file alone, the
-    reference, and all-but-one-exercise; each assignment is graded once, when a test first asks."""
+def graded(tmp_path_factory, request):
+    """``graded(assignment)``: outcomes by student for a class made of each answer file alone (of
+    those this run's tests ask about), the reference, and all-but-one-exercise; each assignment is
+    graded once, when a test first asks."""
     course = copy_course(tmp_path_factory.mktemp("answers"), with_release=True)
+    asked = _answers_asked(request)
     cache: dict[str, dict[str, batch.Outcome]] = {}
 
     def outcomes(assignment: str) -> dict[str, batch.Outcome]:
@@ -45,6 +71,8 @@ def graded(tmp_path_factory):
             for exercise in CONTRACT[assignment]:
                 plans[f"allbut--{exercise}"] = {k: v for k, v in refs.items() if k != exercise}
                 for name in answer_names(course, assignment, exercise):
+                    if (assignment, exercise, name) not in asked:
+                        continue
                     plans[_student(exercise, name)] = {
                         exercise: answer_file(course, assignment, exercise, name)
                     }

@@ -9,6 +9,11 @@ grade`, real nbgrader, sandboxed kernels):
   earns a point (a forgery: none in the cells that check the fact it forges), leaks a hidden
   test or a solution into its feedback, changes the gradebook's source cells, or changes another
   student's grade or files.
+
+The default run (`make test`) grades the first answer of each exercise of the first two corpora,
+and one attack of each class (the README's numbers) with the static scan on; the tests marked
+slow (`make test-all`) grade every file, the honest answers again through plain `nbgrader
+autograde`, and every attack again with the scan off.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from course_testing import (
     exercise_points,
     points,
     read_attack,
+    runs_slow_tests,
     venv_env,
     write_attack,
 )
@@ -43,6 +49,43 @@ ASSIGNMENTS = sorted(CONTRACT)
 HONEST, MISCONCEPTIONS = corpus("honest"), corpus("misconceptions")
 SECRETS = distinctive_secrets()
 ATTACKS = [read_attack(p) for p in sorted((REPO / "fixtures" / "attacks").glob("*/*.py"))]
+SLOW = pytest.mark.slow
+
+
+def _attack_class(attack) -> str:
+    return re.match(r"# Attack \((\d+):", attack.header)[1]
+
+
+def _one_of_each_class(attacks: list) -> set[str]:
+    """One attack of each class, spread over the assignments (the classes with fewest attacks
+    choose first, each the first attack of an assignment with fewest chosen so far), with the
+    other half of a writer/reader pair (meant for the same batch): the default run's attacks."""
+    classes: dict[str, list] = {}
+    for attack in attacks:
+        classes.setdefault(_attack_class(attack), []).append(attack)
+    per_assignment = dict.fromkeys(sorted({a.assignment for a in attacks}), 0)
+    chosen = set()
+    for _, members in sorted(classes.items(), key=lambda item: (len(item[1]), int(item[0]))):
+        pick = min(members, key=lambda a: per_assignment[a.assignment])
+        per_assignment[pick.assignment] += 1
+        chosen.add(pick.name)
+        for end, other in (("_writer", "_reader"), ("_reader", "_writer")):
+            if pick.name.endswith(end):
+                chosen.add(pick.name.removesuffix(end) + other)
+    return chosen
+
+
+DEFAULT_ATTACKS = _one_of_each_class(ATTACKS)
+ATTACK_CASES = [
+    pytest.param(a, id=f"{a.assignment}/{a.name}", marks=() if a.name in DEFAULT_ATTACKS else SLOW)
+    for a in ATTACKS
+]
+# The students of `_spread` that a test checks: the first (who takes the first file of every
+# exercise) in the default run, the others with the slow tests.
+PARTS = [
+    pytest.param("first", id="first files"),
+    pytest.param("rest", id="other files", marks=SLOW),
+]
 
 
 def _grade(course, *extra: str) -> subprocess.CompletedProcess:
@@ -57,13 +100,16 @@ def _grade(course, *extra: str) -> subprocess.CompletedProcess:
     )
 
 
-def _spread(course, folder: dict, prefix: str) -> dict[tuple[str, str], dict[str, Path]]:
+def _spread(
+    course, folder: dict, prefix: str, everyone: bool
+) -> dict[tuple[str, str], dict[str, Path]]:
     """Students who each take one answer file per exercise (the k-th of each), the reference
-    solution elsewhere: (assignment, student) -> exercise -> the file it took."""
+    solution elsewhere: (assignment, student) -> exercise -> the file it took. Only the first
+    student (k = 0) unless ``everyone``."""
     taken = {}
     for assignment, exercises in folder.items():
         refs = reference_answers(course, assignment)
-        for k in range(max(len(files) for files in exercises.values())):
+        for k in range(max(len(files) for files in exercises.values()) if everyone else 1):
             student = f"{prefix}{k}"
             chosen = {e: files[k] for e, files in exercises.items() if k < len(files)}
             answers = {**refs, **{e: p.read_text() for e, p in chosen.items()}}
@@ -75,10 +121,11 @@ def _spread(course, folder: dict, prefix: str) -> dict[tuple[str, str], dict[str
 
 
 @pytest.fixture(scope="module")
-def honest_and_misconceptions(tmp_path_factory):
+def honest_and_misconceptions(tmp_path_factory, request):
     course = copy_course(tmp_path_factory.mktemp("corpora") / "course", with_release=True)
-    honest = _spread(course, HONEST, "honest")
-    wrong = _spread(course, MISCONCEPTIONS, "misconceived")
+    everyone = runs_slow_tests(request)
+    honest = _spread(course, HONEST, "honest", everyone)
+    wrong = _spread(course, MISCONCEPTIONS, "misconceived", everyone)
     result = _grade(course)
     assert result.returncode in (0, 1), result.stdout + result.stderr
     return course, honest, wrong
@@ -95,10 +142,19 @@ def test_the_corpora_are_big_enough():
             )
 
 
-def test_every_honest_answer_gets_every_point(honest_and_misconceptions):
+def _part(taken: dict, part: str) -> dict:
+    """The students of ``taken`` (by `_spread`) in ``part``: the first, or the rest."""
+    first = {(a, s) for a, s in taken if re.fullmatch(r"\D+0", s)}
+    chosen = {k: v for k, v in taken.items() if (k in first) == (part == "first")}
+    assert chosen, f"no student in {part}"
+    return chosen
+
+
+@pytest.mark.parametrize("part", PARTS)
+def test_every_honest_answer_gets_every_point(honest_and_misconceptions, part):
     course, honest, _ = honest_and_misconceptions
     lost = []
-    for (assignment, student), chosen in honest.items():
+    for (assignment, student), chosen in _part(honest, part).items():
         scores = cell_scores(course, assignment, student)
         for exercise, path in chosen.items():
             if exercise_points(scores, exercise) != points(assignment, f"test_{exercise}"):
@@ -125,6 +181,7 @@ def honest_by_nbgrader(honest_and_misconceptions):
     return course, honest
 
 
+@SLOW  # the route is in the default run: tests/test_field.py grades honest answers with it
 def test_every_honest_answer_gets_every_point_through_nbgrader_too(honest_by_nbgrader):
     course, honest = honest_by_nbgrader
     lost = [
@@ -137,10 +194,11 @@ def test_every_honest_answer_gets_every_point_through_nbgrader_too(honest_by_nbg
     assert not lost, lost
 
 
-def test_every_misconception_loses_points_on_its_exercise_only(honest_and_misconceptions):
+@pytest.mark.parametrize("part", PARTS)
+def test_every_misconception_loses_points_on_its_exercise_only(honest_and_misconceptions, part):
     course, _, wrong = honest_and_misconceptions
     kept = []
-    for (assignment, student), chosen in wrong.items():
+    for (assignment, student), chosen in _part(wrong, part).items():
         scores = cell_scores(course, assignment, student)
         for exercise, path in chosen.items():
             if exercise_points(scores, exercise) >= points(assignment, f"test_{exercise}"):
@@ -169,10 +227,14 @@ def _source_cells(course) -> list[tuple]:
         )
 
 
-@pytest.fixture(scope="module", params=[True, False], ids=["scan on", "scan off"])
+@pytest.fixture(
+    scope="module",
+    params=[pytest.param(True, id="scan on"), pytest.param(False, id="scan off", marks=SLOW)],
+)
 def attacked(request, tmp_path_factory):
     """The attacks and a bystander in one batch; once more with the static scan off, to show
-    that the layers behind it (probes, tripwire, sandbox) hold on their own."""
+    that the layers behind it (probes, tripwire, sandbox) hold on their own. Without slow tests
+    in the run, one attack of each class only."""
     course = copy_course(tmp_path_factory.mktemp("attacks") / "course", with_release=True)
     with (course.root / "nbgrader_config.py").open("a") as config:
         config.write("\nc.Execute.timeout = 15\nc.GradingExecute.total_timeout = 90\n")
@@ -182,7 +244,10 @@ def attacked(request, tmp_path_factory):
         write_submission(
             course, "bystander", assignment, build_submission(course, assignment, refs)
         )
-    for attack in ATTACKS:
+    chosen = (
+        ATTACKS if runs_slow_tests(request) else [a for a in ATTACKS if a.name in DEFAULT_ATTACKS]
+    )
+    for attack in chosen:
         write_attack(course, attack.name, attack)
     bystander = _digest(course.root / "submitted" / "bystander")
     # The gradebook as the release left it, with the class on the roster.
@@ -190,18 +255,19 @@ def attacked(request, tmp_path_factory):
     assert first.returncode == 0, first.stdout + first.stderr
     cells = _source_cells(course)
     result = _grade(course)
-    return course, result, cells, bystander
+    return course, result, cells, bystander, {a.name for a in chosen}
 
 
 def test_the_attack_batch_completes(attacked):
-    _, result, _, _ = attacked
+    _, result, _, _, _ = attacked
     assert result.returncode in (0, 1), result.stdout + result.stderr
     assert "the grader's" not in result.stdout.splitlines()[-1]
 
 
-@pytest.mark.parametrize("attack", ATTACKS, ids=lambda a: f"{a.assignment}/{a.name}")
+@pytest.mark.parametrize("attack", ATTACK_CASES)
 def test_no_attack_earns_a_point(attacked, attack):
-    course, _, _, _ = attacked
+    course, _, _, _, batch = attacked
+    assert attack.name in batch, "graded in this batch"
     try:
         scores = cell_scores(course, attack.assignment, attack.name)
     except Exception:  # never graded (failed before any grade was written): nothing earned
@@ -220,9 +286,10 @@ def _targets(attack) -> set[str]:
     return {name.strip() for name in found.group(1).split(",")} if found else set()
 
 
-@pytest.mark.parametrize("attack", ATTACKS, ids=lambda a: f"{a.assignment}/{a.name}")
+@pytest.mark.parametrize("attack", ATTACK_CASES)
 def test_no_attack_gets_a_secret_into_its_feedback(attacked, attack):
-    course, _, _, _ = attacked
+    course, _, _, _, batch = attacked
+    assert attack.name in batch, "graded in this batch"
     folder = course.root / "feedback" / attack.name
     pages = "\n".join(p.read_text(errors="replace") for p in folder.rglob("*") if p.is_file())
     text = html.unescape(re.sub(r"<[^>]+>", "", pages))  # what the student reads
@@ -247,7 +314,7 @@ PLAIN_FAILURES = (
 
 
 def test_an_attack_that_fails_says_why_in_plain_words(attacked):
-    course, _, _, _ = attacked
+    course, _, _, _, _ = attacked
     with (course.root / "grades" / "grades.csv").open() as sheet:
         rows = [r for r in csv.DictReader(sheet) if r["status"] == "failed"]
     vague = [
@@ -259,14 +326,14 @@ def test_an_attack_that_fails_says_why_in_plain_words(attacked):
 def test_the_leak_check_finds_a_leak(attacked):
     """The known-bad case: the bystander's autograded notebook holds the hidden tests and the
     reference's lines; a feedback page showing them would fail the check above."""
-    course, _, _, _ = attacked
+    course, _, _, _, _ = attacked
     graded = (course.root / "autograded" / "bystander" / ASSIGNMENTS[0]).rglob("*.ipynb")
     text = "\n".join(p.read_text() for p in graded)
     assert [line for line in SECRETS if json.dumps(line)[1:-1] in text]
 
 
 def test_the_class_is_untouched(attacked):
-    course, _, cells, bystander = attacked
+    course, _, cells, bystander, _ = attacked
     assert _source_cells(course) == cells, "the gradebook's source cells changed"
     assert _digest(course.root / "submitted" / "bystander") == bystander
     for assignment in ASSIGNMENTS:
