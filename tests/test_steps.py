@@ -367,17 +367,25 @@ def test_work_handed_in_by_hand_reaches_its_feedback(base, tmp_path):
     assert "judged on time" in row["notes"] and "timestamp.txt" in row["notes"]
 
 
-# Sequences and their length: each grade runs real kernels, so a few sequences of a few steps
-# (COURSE_STEPS_EXAMPLES raises the number for a longer search).
+# Sequences and their length: each grade runs real kernels, so a few sequences of a few steps:
+# two in the default run, EXAMPLES with the slow tests (COURSE_STEPS_EXAMPLES raises the number
+# for a longer search).
 EXAMPLES = int(os.environ.get("COURSE_STEPS_EXAMPLES", "6"))
 
 
-def test_any_order_of_steps_keeps_one_truth(base):
+@pytest.mark.parametrize(
+    "examples",
+    [
+        pytest.param(2, id="2 sequences"),
+        pytest.param(EXAMPLES, id=f"{EXAMPLES} sequences", marks=pytest.mark.slow),
+    ],
+)
+def test_any_order_of_steps_keeps_one_truth(base, examples):
     RUNS.clear()
     run_state_machine_as_test(
         lambda: Term(base),
         settings=settings(
-            max_examples=EXAMPLES,
+            max_examples=examples,
             stateful_step_count=8,
             deadline=None,
             suppress_health_check=list(HealthCheck),
