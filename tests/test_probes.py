@@ -210,6 +210,29 @@ def test_what_the_answer_raises_is_named_never_quoted():
     assert "Leak_" not in line and "raised an exception" in line, line
 
 
+def test_a_crafted_record_puts_none_of_its_text_in_a_message():
+    """The fifth red team sent records whose tensor "shape" was the hidden source, 64
+    characters at a time; every value a message quotes from the student's record is checked."""
+    secret = "gen = seeded(2021) for trial in range(5): a, b, c = torch.randin"
+    want = _want()
+    tensor = dict(want[0]["record"]["dict"]["result"])
+    crafted = [
+        {**tensor, "shape": [secret]},
+        {**tensor, "requires_grad": secret},
+        {**tensor, "tensor": secret},
+        {"list": [secret] * 3, "kind": secret},
+        {"object": secret},
+        [secret],
+    ]
+    for forged in crafted:
+        record = [{**want[0], "record": {"dict": {**want[0]["record"]["dict"], "result": forged}}}]
+        lines = grading.judge(record, want)
+        assert lines and not any("seeded" in line or "2021" in line for line in lines), lines
+    for broken in ([{"title": [secret], "record": 1}], [{**want[0], "raised": [secret]}]):
+        lines = grading.judge(broken, want)
+        assert lines and "seeded" not in " ".join(lines), lines
+
+
 # -- facts whose right value is a constant: forging them is tampering, never a point
 
 TRACKED = """

@@ -105,10 +105,16 @@ def _plain(text: object, default: str = "something else") -> str:
 
 
 def _short(value) -> str:
+    """A value from a record, as the grader writes it: a short plain string, a number, a bool,
+    None or a shape (a short list of ints); anything else is "something else" (a list of
+    strings in the place of a shape could carry the hidden test's source)."""
     if isinstance(value, str):
         return json.dumps(_plain(value, "a long or unusual string"))
-    text = json.dumps(value)
-    return text if len(text) <= 80 else text[:77] + "..."
+    if value is None or type(value) in (bool, int, float):
+        return json.dumps(value)
+    if type(value) is list and len(value) <= 8 and all(type(n) is int for n in value):
+        return json.dumps(value)
+    return "something else"
 
 
 def _describe(value) -> str:
@@ -160,7 +166,7 @@ def _tensor_difference(got: dict, want: dict, rtol: float, atol: float) -> str |
         return f"its shape is {_short(got.get('shape'))}, expected {want.get('shape')}"
     for fact in ("requires_grad", "is_leaf"):
         if got.get(fact) != want.get(fact):
-            return f"its {fact} is {got.get(fact)}, expected {want.get(fact)}"
+            return f"its {fact} is {_short(got.get(fact))}, expected {want.get(fact)}"
     if (problem := _values(got["values"], want["values"], rtol, atol)) is not None:
         return problem
     if "grad" in want:
@@ -233,7 +239,7 @@ def judge(got: list[dict] | None, want: list[dict], reveal: bool = False) -> lis
             "the hidden tests could not read your answer's results (the code that runs them "
             "raised, or its output was cut)"
         ]
-    by_title = {r.get("title"): r for r in got}
+    by_title = {r.get("title"): r for r in got if type(r.get("title")) is str}
     problems = []
     for expected in want:
         title = expected["title"]
@@ -242,7 +248,8 @@ def judge(got: list[dict] | None, want: list[dict], reveal: bool = False) -> lis
             name = _plain(mine["missing"], "a function it calls")
             problems.append(f"{title}: {name} is not defined")
         elif "raised" in mine:
-            kind = mine["raised"] if mine["raised"] in BUILTIN_ERRORS else "an exception"
+            raised = mine["raised"]
+            kind = raised if type(raised) is str and raised in BUILTIN_ERRORS else "an exception"
             if kind == "NotImplementedError" and not mine.get("message"):  # nbgrader's stub
                 problems.append(f"{title}: not implemented yet")
             else:  # its message is the student's text, free to carry the hidden inputs
