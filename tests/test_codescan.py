@@ -101,6 +101,15 @@ REFUSED = {
     "ctypes": ("import ctypes\nctypes.string_at(0)", "imports ctypes"),
     "gc": ("import gc\ngc.get_objects()", "imports gc"),
     "threads": ("import threading", "imports threading"),
+    # the fifth red team's ways to run a string or find an object by its dotted name
+    "a string run by timeit": ("import timeit\ntimeit.timeit('x', number=1)", "imports timeit"),
+    "a string run by the profiler": ("import cProfile", "imports cProfile"),
+    "docstring examples run": ("from doctest import run_docstring_examples", "from doctest"),
+    "an object found by name": ("import pydoc\npydoc.locate('x')", "imports pydoc"),
+    "mock.patch by dotted name": ("from unittest import mock", "imports from unittest"),
+    "torch's benchmark Timer": ("from torch.utils import benchmark", "imports benchmark"),
+    "a field path in a string": ("string.Formatter().get_field('0._ip', (exit,), {})", "'_ip'"),
+    "a special name split in two": ("f(x, '__glo' + 'bals__')", "'__globals__'"),
 }
 
 

@@ -397,8 +397,13 @@ def _(double):
             False,
         ),
         ("import ipykernel.zmqshell as z; z.encode_images = lambda data: data", False),
+        (
+            "s = exit._ip.display_pub.session; send = s.send\n"
+            "s.send = lambda *a, **k: send(*a, **k)",  # an instance attribute hiding the method
+            False,
+        ),
     ],
-    ids=["untouched", "str printer", "display hook", "packer", "module function"],
+    ids=["untouched", "str printer", "display hook", "packer", "module function", "method"],
 )
 def test_the_records_leave_by_the_publisher_as_it_was_or_not_at_all(tampering, delivered):
     """In a real kernel: the channel is taken when the tripwire starts (here: attach), and a

@@ -92,6 +92,13 @@ DENIED_MODULES = {
     "sysconfig",
     "site",
     "weakref",
+    # standard modules that run a string as code or find any object by its dotted name
+    "timeit",
+    "cProfile",
+    "profile",
+    "doctest",
+    "pydoc",
+    "unittest",
     # the kernel and the grader
     "IPython",
     "ipykernel",
@@ -113,6 +120,7 @@ DENIED_MODULES = {
     "torch.multiprocessing",
     "torch.serialization",
     "torch._dynamo",
+    "torch.utils.benchmark",  # its Timer runs a string as code
     "numpy.ctypeslib",
     "numpy.lib.format",
 }
@@ -242,6 +250,16 @@ def denied_attribute(name: str) -> bool:
     )
 
 
+def _joined(node: ast.AST) -> str | None:
+    """The text of string constants joined by +, or None when it is anything else."""
+    if isinstance(node, ast.Constant):
+        return node.value if isinstance(node.value, str) else None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _joined(node.left), _joined(node.right)
+        return None if left is None or right is None else left + right
+    return None
+
+
 def _is_shell_call(node: ast.AST) -> bool:
     """``get_ipython().<something>``: what IPython turns ``%``, ``!`` and ``?`` lines into."""
     return (
@@ -299,10 +317,20 @@ class _Scanner(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Constant(self, node):
-        if not isinstance(node.value, str):
-            return
-        text = node.value.strip()
+        if isinstance(node.value, str):
+            self._string(node, node.value)
+
+    def visit_BinOp(self, node):
+        """Strings joined with + are read joined (``"__glo" + "bals__"``)."""
+        if isinstance(node.op, ast.Add) and (text := _joined(node)) is not None:
+            self._string(node, text)
+        self.generic_visit(node)
+
+    def _string(self, node: ast.AST, value: str) -> None:
+        text = value.strip()
         named = [a for a in DENIED_ATTRIBUTES if a.startswith("__") and a in text]
+        # A field path for str.format or string.Formatter: "0._ip", "{0.f_globals}".
+        named += [a for a in re.findall(r"\.(\w+)", text) if a in DENIED_ATTRIBUTES]
         if named or text in DENIED_STRINGS or (text in DENIED_ATTRIBUTES and "_" in text):
             self.flag(node, f"names {(named or [text])[0]!r} in a string")
 

@@ -373,6 +373,8 @@ class GradingExecute(Execute):
         differ from the reference's. A cell that already failed or was withheld is left as is."""
         self._probing = True  # from here on, nothing the kernel says reaches the notebook
         reveal = self.reveal_after_due and past_due(self.resources)
+        if not self._guard_holds("after the last cell"):  # a cell after the tests changed them
+            return self._withhold_probed()
         for index, grade_id, hidden in self._probes:
             cell = self.nb.cells[index]
             if any(o.output_type == "error" for o in cell.outputs):
@@ -398,6 +400,22 @@ class GradingExecute(Execute):
                     )
             if problems:
                 cell.outputs.insert(0, failure_output(problems))
+        if not self._guard_holds("while the hidden tests ran"):
+            self._withhold_probed()
+
+    def _guard_holds(self, when: str) -> bool:
+        """Ask the tripwire once more (between test cells it is asked after each): a finding is
+        noted, and the probed cells earn nothing."""
+        if not self._guarding or (answer := self._guard_ask(b"check")) == "ok":
+            return True
+        self._withheld.append(f"{when}: {answer}")
+        return False
+
+    def _withhold_probed(self) -> None:
+        for index, _, _ in self._probes:
+            outputs = self.nb.cells[index].outputs
+            if not any(o.output_type == "error" for o in outputs):
+                outputs.insert(0, _withheld_output(self._withheld))
 
     def _execute(self, cell, resources, index, store_history=True):
         """Run one cell with what is left of the notebook's time as its limit."""

@@ -90,6 +90,9 @@ def _state() -> dict[str, object]:
     from torch.nn.modules import module
 
     import course.lesson.checks
+    import course.lesson.hardened
+    import course.lesson.outbox
+    import course.lesson.pristine
     import course.lesson.probes
 
     state: dict[str, object] = {}
@@ -103,6 +106,10 @@ def _state() -> dict[str, object]:
         ("math", vars(math)),
         ("course.lesson.checks", vars(course.lesson.checks)),
         ("course.lesson.probes", vars(course.lesson.probes)),
+        ("course.lesson.hardened", vars(course.lesson.hardened)),
+        ("course.lesson.outbox", vars(course.lesson.outbox)),
+        ("course.lesson.pristine", vars(course.lesson.pristine)),
+        *((label, mapping) for label, mapping in _closed()),
         ("course.grading.guard", {k: v for k, v in globals().items() if k != "_baseline"}),
     ]:
         state.update(_entries(name, namespace))
@@ -143,7 +150,28 @@ def _state() -> dict[str, object]:
             )
         )
         state.update(_entries("notebook name", _helpers(shell.user_ns)))
+        # What the grader's own code looks up in the notebook's namespace first (the probes are
+        # started by `__import__(...)` there).
+        state.update(
+            {
+                f"notebook's {k}": shell.user_ns.get(k, _UNBOUND)
+                for k in ("__import__", "__builtins__")
+            }
+        )
     return state
+
+
+def _closed() -> list[tuple[str, dict]]:
+    """The probes' own tables and the records' channel: a name added there counts as well."""
+    from course.lesson import hardened, outbox, probes
+
+    return [
+        ("the probes' builtins", probes._BUILTINS),
+        ("the probes' helpers", probes._HELPERS),
+        ("torch.Tensor's attributes as captured", hardened._TENSOR_ATTRIBUTES),
+        ("nn.Module's walks as captured", hardened._MODULE_METHODS),
+        ("the records' channel", vars(outbox.OUTBOX)),
+    ]
 
 
 def _helpers(namespace: dict) -> dict[str, object]:
@@ -234,8 +262,8 @@ def snapshot() -> str:
     if shell is not None:
         _gate(shell.user_ns)
         _lesson.update(_helpers(shell.user_ns))
-    _baseline = _with_code(_state())
     OUTBOX.attach()  # the channel the probes' records will leave by, as it is now
+    _baseline = _with_code(_state())
     return "ok"
 
 
@@ -267,5 +295,6 @@ def check() -> str:
     before, after = _callbacks(_baseline), _callbacks(now)
     if before - after or any(not from_library(cb) for _, cb in after - before):
         changed.append("IPython events")
-    changed += sorted(k for k in now if k.startswith("IPython shell") and k not in _baseline)
+    closed = ("IPython shell", *(label for label, _ in _closed()))
+    changed += sorted(k for k in now if k.startswith(closed) and k not in _baseline)
     return "ok" if not changed else "changed: " + ", ".join(changed[:10])

@@ -6,10 +6,11 @@ go as a display message of their own type (`RECORDS_MIME`), sent by the kernel's
 publisher as it was when the grader's tripwire started (`course.grading.guard.snapshot` calls
 `attach` before the first cell a student could have written): its bound ``publish``, the session,
 socket and packer it sends with, the classes and modules they come from (compared as
-`course.lesson.pristine` compares torch's), and no display hook (a hook may rewrite or drop a
-message). If any of that changed, nothing is sent: the grader finds no records and the hidden
-tests earn nothing. The grader takes records only from exactly one such message per block
-(`course.grading.probes.read_records`), so one more, sent by the answer, spoils them too.
+`course.lesson.pristine` compares torch's), no instance attribute hiding one of their methods,
+and no display hook (a hook may rewrite or drop a message). If any of that changed, nothing is
+sent: the grader finds no records and the hidden tests earn nothing. The grader takes records
+only from exactly one such message per block (`course.grading.probes.read_records`), so one
+more, sent by the answer, spoils them too.
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ class Outbox:
         }
         modules = (ipykernel.zmqshell, ipykernel.iostream, jupyter_client.session)
         self.snapshot = pristine.Snapshot(modules, sorted(classes, key=str))
+        self.parts = [obj for obj in (publisher, session, socket, thread) if obj is not None]
+        self.shadows = _shadows(self.parts)
         self.publish = publisher.publish
         self.publisher = publisher
 
@@ -71,6 +74,7 @@ class Outbox:
             and all(getattr(obj, name, None) is held for obj, name, held in self.links)
             and not self.publisher._hooks
             and not self.snapshot.changed()
+            and _shadows(self.parts) == self.shadows
         )
 
     def send(self, text: str) -> None:
@@ -78,6 +82,17 @@ class Outbox:
         self.attach()  # a kernel the tripwire did not start in: the publisher as it is now
         if self.intact():
             self.publish({RECORDS_MIME: text})
+
+
+def _shadows(parts: list) -> set[tuple[int, str, int]]:
+    """The instance attributes of ``parts`` that hide a method of their class (``session.send
+    = ...``), as (object, name, value) ids."""
+    return {
+        (id(obj), name, id(value))
+        for obj in parts
+        for name, value in vars(obj).items()
+        if any(callable(vars(c).get(name)) for c in type(obj).__mro__)
+    }
 
 
 OUTBOX = Outbox()

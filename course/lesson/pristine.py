@@ -210,12 +210,19 @@ class Snapshot:
     """The names of ``modules`` and ``classes`` as they are now: by default `MODULES` and
     torch's classes in them."""
 
-    def __init__(self, modules: tuple = MODULES, classes: list[type] | None = None):
+    def __init__(
+        self, modules: tuple = MODULES, classes: list[type] | None = None, mappings: tuple = ()
+    ):
+        """``mappings``: (label, dict) pairs compared like classes (a name added counts)."""
         classes = _classes() if classes is None else classes
-        self.namespaces = [_Namespace(m.__name__, vars(m), closed=False) for m in modules] + [
-            _Namespace(f"{c.__module__}.{c.__qualname__}", vars(c), closed=True, owner=c)
-            for c in classes
-        ]
+        self.namespaces = (
+            [_Namespace(m.__name__, vars(m), closed=False) for m in modules]
+            + [
+                _Namespace(f"{c.__module__}.{c.__qualname__}", vars(c), closed=True, owner=c)
+                for c in classes
+            ]
+            + [_Namespace(label, mapping, closed=True) for label, mapping in mappings]
+        )
 
     def changed(self) -> list[str]:
         """What was replaced or added since (at most ten names): [] when nothing was."""

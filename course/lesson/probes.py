@@ -192,7 +192,7 @@ _tampered: list[str] = []  # what `checkpoint` found while the current probe ran
 def checkpoint() -> None:
     """Called by probe code that the answer calls back (a model's forward, a loss function, an
     optimizer hook): note whether torch's or Python's functions are replaced right now."""
-    _tampered.extend(_SNAPSHOT.changed() + _modes())
+    _tampered.extend(_SNAPSHOT.changed() + _OWN.changed() + _modes())
 
 
 def _modes() -> list[str]:
@@ -325,3 +325,19 @@ def probe(title: str, *, hints=None, rtol: float = 1e-5, atol: float = 1e-6):
         return fn
 
     return register
+
+
+# The probes' own code and state, as this module left them: the helpers a probe's namespace is
+# made of, the builtins and lookup tables the probes read through, the records' way out.
+_OWN = pristine.Snapshot(
+    (sys.modules[__name__], hardened, outbox, sys.modules[CheckFailed.__module__]),
+    [],
+    (
+        ("the probes' builtins", _BUILTINS),
+        ("the probes' helpers", _HELPERS),
+        ("hardened's builtins", vars(hardened)["__builtins__"]),
+        ("torch.Tensor's attributes as captured", hardened._TENSOR_ATTRIBUTES),
+        ("nn.Module's walks as captured", hardened._MODULE_METHODS),
+        ("outbox's builtins", vars(outbox)["__builtins__"]),
+    ),
+)
