@@ -4,6 +4,7 @@ For each notebook: open it, wait for a connected idle kernel, Run All from the R
 the run to end, check no cell failed (except at the first exercise, which a student has not
 answered yet: Run All stops there), then move every control of every course widget and check
 that its readout text and its plot both change. Screenshots go to test-artifacts/screenshots/.
+The default run opens one notebook (IN_DEFAULT_RUN), `make test-all` every one.
 """
 
 from __future__ import annotations
@@ -288,7 +289,18 @@ def check_control_moves_plot(page, widget: Widget, control: dict, what: str) -> 
 TITLES = widget_titles()
 
 
-@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[n.stem for n in NOTEBOOKS])
+# The notebook of the default run: the one with two widgets (every widget's data, plot and
+# readout are also tested in-process, tests/test_widget_*.py); the others are marked slow.
+IN_DEFAULT_RUN = "03_grad_zeroing"
+
+
+@pytest.mark.parametrize(
+    "notebook",
+    [
+        pytest.param(n, id=n.stem, marks=() if n.stem == IN_DEFAULT_RUN else pytest.mark.slow)
+        for n in NOTEBOOKS
+    ],
+)
 def test_widgets_in_lab(page, lab, screenshots, notebook):
     relative = notebook.relative_to(REPO).as_posix()
     name, what = notebook.stem, relative
@@ -331,3 +343,4 @@ def test_widgets_in_lab(page, lab, screenshots, notebook):
 
 def test_release_has_notebooks():
     assert NOTEBOOKS, "no notebook matches release/*/*.ipynb: nothing for the browser tests to open"
+    assert IN_DEFAULT_RUN in {n.stem for n in NOTEBOOKS}, "the default run opens no notebook"
