@@ -2,8 +2,9 @@
 of its points, known misconceptions lose some, and no exercise's points come from another's answer.
 
 Answers live in fixtures/answers/<assignment>/<exercise>/: `correct_*.py` and `wrong_*.py`. The
-default run grades the first of each kind for every exercise; the others are marked slow (each is
-a submission of its own, graded for real) and run with `make test-all`.
+default run grades one file per exercise (the first correct one or the first wrong one, in turn)
+and the all-but-one submission of each assignment's first exercise; the others are marked slow
+(each is a submission of its own, graded for real) and run with `make test-all`.
 """
 
 from __future__ import annotations
@@ -26,14 +27,17 @@ CASES = [
 ]
 
 
-def _first_of_each_kind(names: list[str]) -> set[str]:
-    """The first correct_ and the first wrong_ file of an exercise (by name): what the default
-    run grades; the other files are graded with ``-m slow`` (`make test-all`)."""
-    return {next(n for n in names if n.startswith(kind)) for kind in ("correct_", "wrong_")}
+def _default_file(assignment: str, exercise: str, names: list[str]) -> str:
+    """The answer file of an exercise that the default run grades: the first correct_ one for
+    the 1st, 3rd, ... exercise of its assignment, the first wrong_ one for the others (so every
+    exercise and both kinds in every assignment); the other files are graded with ``-m slow``
+    (`make test-all`)."""
+    kind = "wrong_" if CONTRACT[assignment].index(exercise) % 2 else "correct_"
+    return next(n for n in names if n.startswith(kind))
 
 
 ANSWER_CASES = [
-    pytest.param(a, e, name, marks=() if name in _first_of_each_kind(names) else pytest.mark.slow)
+    pytest.param(a, e, name, marks=() if name == _default_file(a, e, names) else pytest.mark.slow)
     for a, e in CASES
     for names in [answer_names(Course.at(REPO), a, e)]
     for name in names
@@ -44,14 +48,26 @@ def _student(exercise: str, name: str) -> str:
     return f"{exercise}--{name}"
 
 
-def _answers_asked(request) -> set[tuple[str, str, str]]:
-    """(assignment, exercise, answer name) of every answer-file case this run selected: only
-    their students are graded (the slow cases' students only when slow cases run)."""
+def _allbut(exercise: str) -> str:
+    return f"allbut--{exercise}"
+
+
+# The default run grades one all-but-one submission per assignment: its first exercise left out.
+ALLBUT_CASES = [
+    pytest.param(a, e, marks=() if e == CONTRACT[a][0] else pytest.mark.slow) for a, e in CASES
+]
+
+
+def _students_asked(request) -> set[tuple[str, str]]:
+    """(assignment, student) of every answer-file and all-but-one case this run selected: only
+    they (and the reference) are graded, the slow cases' students only when slow cases run."""
     asked = set()
     for item in request.session.items:
         params = getattr(getattr(item, "callspec", None), "params", {})
-        if item.module is request.module and "name" in params:
-            asked.add((params["assignment"], params["exercise"], params["name"]))
+        if item.module is request.module and "exercise" in params:
+            exercise = params["exercise"]
+            student = _student(exercise, params["name"]) if "name" in params else _allbut(exercise)
+            asked.add((params["assignment"], student))
     return asked
 
 
@@ -61,7 +77,7 @@ def graded(tmp_path_factory, request):
     those this run's tests ask about), the reference, and all-but-one-exercise; each assignment is
     graded once, when a test first asks."""
     course = copy_course(tmp_path_factory.mktemp("answers"), with_release=True)
-    asked = _answers_asked(request)
+    asked = _students_asked(request)
     cache: dict[str, dict[str, batch.Outcome]] = {}
 
     def outcomes(assignment: str) -> dict[str, batch.Outcome]:
@@ -69,13 +85,13 @@ def graded(tmp_path_factory, request):
             refs = reference_answers(course, assignment)
             plans = {"reference": refs}
             for exercise in CONTRACT[assignment]:
-                plans[f"allbut--{exercise}"] = {k: v for k, v in refs.items() if k != exercise}
+                if (assignment, _allbut(exercise)) in asked:
+                    plans[_allbut(exercise)] = {k: v for k, v in refs.items() if k != exercise}
                 for name in answer_names(course, assignment, exercise):
-                    if (assignment, exercise, name) not in asked:
-                        continue
-                    plans[_student(exercise, name)] = {
-                        exercise: answer_file(course, assignment, exercise, name)
-                    }
+                    if (assignment, _student(exercise, name)) in asked:
+                        plans[_student(exercise, name)] = {
+                            exercise: answer_file(course, assignment, exercise, name)
+                        }
             for student, answers in plans.items():
                 nb = build_submission(course, assignment, answers)
                 write_submission(course, student, assignment, nb)
@@ -110,9 +126,9 @@ def test_reference_solution_gets_full_marks(graded, assignment):
     assert outcome.score == outcome.max_score > 0
 
 
-@pytest.mark.parametrize("assignment,exercise", CASES)
+@pytest.mark.parametrize("assignment,exercise", ALLBUT_CASES)
 def test_exercise_points_need_its_own_answer(graded, assignment, exercise):
-    outcome = graded(assignment)[f"allbut--{exercise}"]
+    outcome = graded(assignment)[_allbut(exercise)]
     earned, available = points(outcome, exercise)
     assert available >= 1
     assert earned == 0, f"{exercise} earned points without its own answer"
