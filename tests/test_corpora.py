@@ -53,7 +53,11 @@ SLOW = pytest.mark.slow
 
 
 def _attack_class(attack) -> str:
-    return re.match(r"# Attack \((\d+):", attack.header)[1]
+    """The class of an attack (its header's "# Attack (<class>: ..."): a number of the README's
+    list, or several joined with + (an attack that takes two routes at once, a kind of its own)."""
+    found = re.match(r"# Attack \(([\d+]+):", attack.header)
+    assert found, f"{attack.path}: its header names no class"
+    return found[1]
 
 
 def _one_of_each_class(attacks: list) -> set[str]:
@@ -65,7 +69,7 @@ def _one_of_each_class(attacks: list) -> set[str]:
         classes.setdefault(_attack_class(attack), []).append(attack)
     per_assignment = dict.fromkeys(sorted({a.assignment for a in attacks}), 0)
     chosen = set()
-    for _, members in sorted(classes.items(), key=lambda item: (len(item[1]), int(item[0]))):
+    for _, members in sorted(classes.items(), key=lambda item: (len(item[1]), item[0])):
         pick = min(members, key=lambda a: per_assignment[a.assignment])
         per_assignment[pick.assignment] += 1
         chosen.add(pick.name)
