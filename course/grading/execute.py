@@ -406,7 +406,15 @@ class GradingExecute(Execute):
     def _guard_holds(self, when: str) -> bool:
         """Ask the tripwire once more (between test cells it is asked after each): a finding is
         noted, and the probed cells earn nothing."""
-        if not self._guarding or (answer := self._guard_ask(b"check")) == "ok":
+        if not self._guarding:
+            return True
+        # As between test cells: the lesson's helpers bound while it looks (a student's own
+        # variable named `probe` is the student's business).
+        lent = self._guard_ask(b"lend") == "ok"
+        answer = self._guard_ask(b"check")
+        if lent:
+            self._guard_ask(b"give back")
+        if answer == "ok":
             return True
         self._withheld.append(f"{when}: {answer}")
         return False
