@@ -5,12 +5,15 @@ student could have written, while nothing in the kernel has been touched yet: it
 notebook's builtins, takes the baseline and answers the grader from a thread of its own, over a
 Unix socket the grader listens on. Question and answer never pass through anything student code
 could rebind (the user namespace, ``__import__``, display formatters, the shell). After every
-test cell the grader asks "check"; the answer is "ok" or names what changed:
+test cell, after the last cell and after the hidden tests the grader asks "check"; the answer is
+"ok" or names what changed:
 functions of torch, torch.Tensor, torch.nn.functional, torch.autograd, builtins and the course's
 check and probe helpers; PyTorch's default dtype, anomaly mode and global module hooks; Python's
 import machinery; IPython's input and AST transformers, event callbacks and shell methods; and
-the imported helpers the lesson bound. (What is per thread, such as grad mode or a trace
-function, it cannot see from its thread; the probes reset what their records depend on.)
+the imported helpers the lesson bound; the probes' own modules and tables, the records' channel
+(`course.lesson.outbox`) and the notebook's ``__import__``. (What is per thread, such as grad
+mode or a trace function, it cannot see from its thread; the probes reset what their records
+depend on.)
 
 It also watches itself: this module's functions and their code objects (a function whose
 ``__code__`` was swapped in place is still the same object). It runs in the student's process,

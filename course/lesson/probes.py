@@ -29,7 +29,11 @@ a copy taken at import; the names of torch and of Python's own modules are compa
 snapshot taken at import (`course.lesson.pristine`) after every probe, and whenever the answer
 calls back into probe code (a probe's callbacks call `checkpoint`); and a torch function or
 dispatch mode the answer left on counts as well. Any change makes the probe's result
-``{"tampered": [what changed]}``, which never earns a point and is flagged for review.
+``{"tampered": [what changed]}``, which never earns a point and is flagged for review. The
+grader runs a hidden block's code rewritten (`course.lesson.hardened`: what it reads on the
+objects the answer touched comes from torch's and Python's own classes) with torch function
+overrides off outside the answer's calls, and the records leave by `course.lesson.outbox`
+(`send`), never as a cell's value.
 """
 
 from __future__ import annotations
