@@ -166,15 +166,9 @@ def _state() -> dict[str, object]:
 
 def _closed() -> list[tuple[str, dict]]:
     """The probes' own tables and the records' channel: a name added there counts as well."""
-    from course.lesson import hardened, outbox, probes
+    from course.lesson import probes
 
-    return [
-        ("the probes' builtins", probes._BUILTINS),
-        ("the probes' helpers", probes._HELPERS),
-        ("torch.Tensor's attributes as captured", hardened._TENSOR_ATTRIBUTES),
-        ("nn.Module's walks as captured", hardened._MODULE_METHODS),
-        ("the records' channel", vars(outbox.OUTBOX)),
-    ]
+    return [*probes.OWN_TABLES, ("the records' channel", vars(OUTBOX))]
 
 
 def _helpers(namespace: dict) -> dict[str, object]:

@@ -331,17 +331,17 @@ def probe(title: str, *, hints=None, rtol: float = 1e-5, atol: float = 1e-6):
     return register
 
 
-# The probes' own code and state, as this module left them: the helpers a probe's namespace is
-# made of, the builtins and lookup tables the probes read through, the records' way out.
+# The builtins and lookup tables the probes read through, compared as closed namespaces (a name
+# added counts): here at every checkpoint, and by the tripwire (`course.grading.guard`).
+OWN_TABLES = (
+    ("the probes' builtins", _BUILTINS),
+    ("the probes' helpers", _HELPERS),
+    ("hardened's builtins", vars(hardened)["__builtins__"]),
+    ("torch.Tensor's attributes as captured", hardened._TENSOR_ATTRIBUTES),
+    ("nn.Module's walks as captured", hardened._MODULE_METHODS),
+    ("outbox's builtins", vars(outbox)["__builtins__"]),
+)
+# The probes' own code and state, as this module left them.
 _OWN = pristine.Snapshot(
-    (sys.modules[__name__], hardened, outbox, sys.modules[CheckFailed.__module__]),
-    [],
-    (
-        ("the probes' builtins", _BUILTINS),
-        ("the probes' helpers", _HELPERS),
-        ("hardened's builtins", vars(hardened)["__builtins__"]),
-        ("torch.Tensor's attributes as captured", hardened._TENSOR_ATTRIBUTES),
-        ("nn.Module's walks as captured", hardened._MODULE_METHODS),
-        ("outbox's builtins", vars(outbox)["__builtins__"]),
-    ),
+    (sys.modules[__name__], hardened, outbox, sys.modules[CheckFailed.__module__]), [], OWN_TABLES
 )
