@@ -6,6 +6,8 @@ named `conftest` cannot both be imported by name.)
 
 from __future__ import annotations
 
+import functools
+import html
 import json
 import os
 import re
@@ -53,6 +55,7 @@ def secret_lines(assignment: str, blocks: str = "SOLUTION|HIDDEN TESTS") -> list
     return [line for line in lines if json.dumps(line)[1:-1] not in released]
 
 
+@functools.cache
 def distinctive_secrets() -> list[str]:
     """Lines of any source's solutions and hidden tests that no release shows (a line another
     lesson shows as an example reveals nothing) and that are long enough to say something
@@ -194,6 +197,29 @@ def write_attack(course: Course, student: str, attack: Attack) -> Path:
         link.unlink(missing_ok=True)
         link.symlink_to(target)
     return path
+
+
+def attack_targets(attack: Attack) -> set[str]:
+    """The cells a forgery targets (its "# Target cells:" line): it solves the values of its
+    exercise honestly and forges one fact whose right value is a constant, so only the cells
+    that check that fact must earn nothing. Any other attack must earn nothing at all."""
+    found = re.search(r"^# Target cells: (.+)$", attack.header, re.M)
+    return {name.strip() for name in found.group(1).split(",")} if found else set()
+
+
+def feedback_text(course: Course, student: str) -> str:
+    """What ``student`` reads in their feedback pages: every file's text, tags removed."""
+    folder = course.root / "feedback" / student
+    pages = "\n".join(p.read_text(errors="replace") for p in folder.rglob("*") if p.is_file())
+    return html.unescape(re.sub(r"<[^>]+>", "", pages))
+
+
+def leaked_secrets(course: Course, attack: Attack) -> list[str]:
+    """The solution and hidden-test lines that ``attack``'s feedback shows and the attack's own
+    file does not (a line the student wrote themselves reveals nothing)."""
+    text, own = feedback_text(course, attack.name), attack.path.read_text()
+    leaked = [line for line in distinctive_secrets() if line in text and line not in own]
+    return leaked + (["the gradebook's bytes"] if "SQLite format 3" in text else [])
 
 
 def runs_slow_tests(request) -> bool:

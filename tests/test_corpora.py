@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import html
 import json
 import re
 import subprocess
@@ -32,11 +31,13 @@ import pytest
 from course.submission import build_submission, reference_answers, write_submission
 from course_testing import (
     CONTRACT,
+    attack_targets,
     cell_scores,
     copy_course,
     corpus,
     distinctive_secrets,
     exercise_points,
+    leaked_secrets,
     points,
     read_attack,
     runs_slow_tests,
@@ -276,32 +277,20 @@ def test_no_attack_earns_a_point(attacked, attack):
         scores = cell_scores(course, attack.assignment, attack.name)
     except Exception:  # never graded (failed before any grade was written): nothing earned
         return
-    targets = _targets(attack)
+    targets = attack_targets(attack)
     assert targets <= set(scores), f"{attack.name} targets cells it does not have"
     earned = {k: v for k, v in scores.items() if v and (not targets or k in targets)}
     assert not earned, f"{attack.header[:200]}\nearned {earned}"
-
-
-def _targets(attack) -> set[str]:
-    """The cells a forgery targets (its "# Target cells:" line): it solves the values of its
-    exercise honestly and forges one fact whose right value is a constant, so only the cells
-    that check that fact must earn nothing. Any other attack must earn nothing at all."""
-    found = re.search(r"^# Target cells: (.+)$", attack.header, re.M)
-    return {name.strip() for name in found.group(1).split(",")} if found else set()
 
 
 @pytest.mark.parametrize("attack", ATTACK_CASES)
 def test_no_attack_gets_a_secret_into_its_feedback(attacked, attack):
     course, _, _, _, batch = attacked
     assert attack.name in batch, "graded in this batch"
-    folder = course.root / "feedback" / attack.name
-    pages = "\n".join(p.read_text(errors="replace") for p in folder.rglob("*") if p.is_file())
-    text = html.unescape(re.sub(r"<[^>]+>", "", pages))  # what the student reads
-    own = attack.path.read_text()
-    leaked = [line for line in SECRETS if line in text and line not in own]
+    leaked = leaked_secrets(course, attack)
     assert not leaked, f"{attack.header[:200]}\nleaked {leaked[:3]}"
     assert SECRETS, "the sources have solutions and hidden tests to keep back"
-    assert "SQLite format 3" not in text, "the gradebook's bytes are in the feedback"
+    folder = course.root / "feedback" / attack.name
     for assignment_folder in folder.iterdir() if folder.exists() else []:
         names = {p.name for p in assignment_folder.iterdir()}
         assert names <= {f"{assignment_folder.name}.html", "timestamp.txt"}, names
