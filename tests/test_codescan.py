@@ -68,6 +68,18 @@ REFUSED = {
     "format string reaching attributes": ("'{0.__globals__}'.format(f)", "'__globals__'"),
     "setattr of a special attribute": ("setattr(f, '__code__', g)", "special attribute __code__"),
     "writing a special attribute": ("f.__class__ = int", "writes the special attribute"),
+    "a class given through object.__setattr__": (
+        "object.__setattr__(torch, '__class__', Liar)",
+        "__setattr__ on the special attribute __class__",
+    ),
+    "a class given through a bound __setattr__": (
+        "t.__setattr__('__class__', Liar)",
+        "__setattr__ on the special attribute __class__",
+    ),
+    "a special attribute deleted through object.__delattr__": (
+        "object.__delattr__(m, '__call__')",
+        "__delattr__ on the special attribute __call__",
+    ),
     "code object": ("f.__code__", "__code__"),
     "every class": ("().__class__.__base__.__subclasses__()", "__base__"),
     "frames from a generator": ("def g():\n    yield\nf = g().gi_frame.f_back", "gi_frame"),
@@ -124,6 +136,9 @@ ALLOWED = {
     "a future import": "from __future__ import annotations",
     "tensor attributes": "def f(x):\n    x.grad = None\n    x.requires_grad = False\n    return x",
     "setattr with a plain name": "setattr(p, 'requires_grad', False)",
+    "a frozen dataclass's own __setattr__ with a plain name": (
+        "object.__setattr__(self, 'total', 0.0)"
+    ),
     "getattr with a computed name (gated at run time)": "getattr(model, name)",
     "reduce over getattr": "import functools\nfunctools.reduce(getattr, 'a.b'.split('.'), m)",
     "patching torch (judged outside the kernel: it earns nothing)": "torch.allclose = print",

@@ -298,3 +298,44 @@ def _(answer):
 """
     facts = _facts(source, answer=lambda: 1)
     assert facts == {"grad": None, "training": False, "answer": 1}
+
+
+class LyingTorch(type(torch)):
+    """A class for torch's module object whose property answers before the module's own name."""
+
+    @property
+    def is_grad_enabled(self):
+        return lambda: False
+
+
+GRAD_MODE_IN_THE_CALL = """
+@probe("grad mode while the answer's callback runs")
+def _(answer):
+    seen = []
+    answer(lambda: seen.append(torch.is_grad_enabled()))
+    return {"tracking": seen}
+"""
+
+
+def _under_a_lying_class(callback):
+    """Tracking stays on; torch's module object is given a lying class while the callback runs."""
+    object.__setattr__(torch, "__class__", LyingTorch)
+    try:
+        callback()
+    finally:
+        object.__setattr__(torch, "__class__", type(json))
+
+
+def test_a_class_given_to_torchs_module_object_is_not_what_the_probe_reads_and_is_tampering():
+    honest = _records(GRAD_MODE_IN_THE_CALL, answer=lambda callback: callback())
+    assert honest[0]["record"]["dict"]["tracking"]["list"] == [True]
+    # The probe reads torch's own name: the property is never consulted (the same read done the
+    # ordinary way is fooled, the known-bad case), and the class swap is seen at the checkpoint.
+    fooled = []
+    _under_a_lying_class(lambda: fooled.append(torch.is_grad_enabled()))
+    assert fooled == [False]
+    source = GRAD_MODE_IN_THE_CALL.replace("seen.append(", "seen.append(checkpoint() or ")
+    (forged,) = _records(source, answer=_under_a_lying_class)
+    assert forged["tampered"] == ["torch.__class__"]
+    (unseen,) = _records(GRAD_MODE_IN_THE_CALL, answer=_under_a_lying_class)
+    assert unseen["record"]["dict"]["tracking"]["list"] == [True]

@@ -215,6 +215,9 @@ DENIED_STRINGS = {
 # operator's callables that reach attributes by name: the names must be literals. (getattr,
 # setattr and delattr may take computed names: the kernel's are gated, `course.grading.guard`.)
 BY_NAME = {"attrgetter", "methodcaller"}
+# What writes or deletes an attribute by name: a special one (``object.__setattr__(torch,
+# "__class__", Liar)`` gives a module a lying class) is refused like ``x.__class__ = ...``.
+SETTERS = {"setattr", "delattr", "__setattr__", "__delattr__"}
 # IPython line and cell magics an answer may keep (timing, help, listing variables).
 ALLOWED_MAGICS = {"timeit", "time", "pinfo", "pinfo2", "who", "whos", "who_ls", "matplotlib"}
 CODE_MAGICS = {"timeit", "time"}  # their argument is code, scanned like the rest
@@ -343,10 +346,13 @@ class _Scanner(ast.NodeVisitor):
                 isinstance(n, ast.Constant) and isinstance(n.value, str) for n in names
             ):
                 self.flag(node, f"{called} with an attribute name computed at run time")
-        elif called in ("setattr", "delattr") and len(node.args) > 1:
-            name = node.args[1]
-            if isinstance(name, ast.Constant) and str(name.value).startswith("__"):
-                self.flag(node, f"{called} on the special attribute {name.value}")
+        elif called in SETTERS:
+            # setattr(obj, name, ...) and object.__setattr__(obj, name, ...) name it second,
+            # obj.__setattr__(name, ...) first: a special name in either place is refused.
+            names = [n for n in node.args[:2] if isinstance(n, ast.Constant)]
+            special = [n.value for n in names if str(n.value).startswith("__")]
+            if special and special[0] not in HARMLESS_DUNDERS:
+                self.flag(node, f"{called} on the special attribute {special[0]}")
         if _is_shell_call(func):
             self._shell(node)
             return

@@ -11,6 +11,8 @@ class with lying properties, a returned list may be a subclass whose ``__iter__`
 - an attribute read on a tensor is looked up on ``torch.Tensor`` as torch defines it (captured
   when this module is imported, before any student code), never on the tensor's own class or
   instance dict;
+- an attribute of a Python module (``torch.is_grad_enabled``) is read from the module's own
+  names, never through a class the module was given;
 - on an ``nn.Module``, the walks (``parameters``, ``named_parameters``, ``modules``, ``children``,
   ``buffers`` and their named forms, ``train``, ``eval``) and ``training`` read the modules' own
   dicts (``_modules``, ``_parameters``, ``_buffers``), as nn.Module's code does, without calling
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import types
 from collections.abc import Callable, Iterable, Iterator
 
 import torch
@@ -38,6 +41,10 @@ __builtins__ = dict(vars(builtins))  # `builtins.len = ...` in a cell changes no
 _real_type, _issubclass, _getattr = builtins.type, builtins.issubclass, builtins.getattr
 _Tensor, _Module = torch.Tensor, torch.nn.Module
 _instance_dict = _Module.__dict__["__dict__"].__get__  # a module's own dict, whatever its class
+# A Python module's own names, whatever class it was given (``object.__setattr__(torch,
+# "__class__", Liar)`` puts the class's properties before the module's names).
+_ModuleType = types.ModuleType
+_module_dict = _ModuleType.__dict__["__dict__"].__get__
 _dict_get, _dict_items, _dict_setitem = dict.__getitem__, dict.items, dict.__setitem__
 _no_torch_function = torch._C.DisableTorchFunction
 
@@ -156,6 +163,10 @@ def attribute(obj: object, name: str) -> object:
             return lambda *args, **kwargs: method(obj, *args, **kwargs)
         if name == "training":
             return _dict_get(_instance_dict(obj), "training")
+    if _issubclass(kind, _ModuleType):
+        names = _module_dict(obj)
+        if name in names:  # else a lazy submodule, which the module's __getattr__ imports
+            return _dict_get(names, name)
     return _getattr(obj, name)
 
 

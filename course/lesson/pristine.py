@@ -115,7 +115,7 @@ MODULES = (
 # What the kernel itself sets anew in builtins for each request (and unsets between them).
 PER_REQUEST = {"get_ipython", "input", "exit", "quit", "display", "displayhook", "excepthook"}
 _MISSING = object()
-_map, _len, _any, _is_not = map, len, any, operator.is_not
+_map, _len, _any, _is_not, _type = map, len, any, operator.is_not, type
 _repeat = itertools.repeat
 
 
@@ -157,10 +157,13 @@ def _data(value: object) -> bool:
 
 
 class _Namespace:
-    """One module's or class's names and values, compared by identity in one C-level pass."""
+    """One module's or class's names and values, compared by identity in one C-level pass, and
+    the module's or class's own class (``object.__setattr__(torch, "__class__", Liar)`` puts a
+    property of Liar's before every name of the module's)."""
 
     def __init__(self, label: str, mapping, closed: bool, owner: object = None):
         self.label, self.mapping, self.closed, self.owner = label, mapping, closed, owner
+        self.kind = _type(owner)
         self.keys = tuple(
             k for k in mapping.keys() if not (label == "builtins" and k in PER_REQUEST)
         )
@@ -181,6 +184,8 @@ class _Namespace:
         return tuple(_map(self.mapping.get, self.keys, _repeat(_MISSING)))
 
     def changed(self) -> list[str]:
+        if _type(self.owner) is not self.kind:
+            return [f"{self.label}.__class__"]
         now = self._read()
         grew = self.closed and _len(self.mapping) != _len(self.keys)
         if not grew and not _any(_map(_is_not, now, self.values)):
@@ -216,7 +221,7 @@ class Snapshot:
         """``mappings``: (label, dict) pairs compared like classes (a name added counts)."""
         classes = _classes() if classes is None else classes
         self.namespaces = (
-            [_Namespace(m.__name__, vars(m), closed=False) for m in modules]
+            [_Namespace(m.__name__, vars(m), closed=False, owner=m) for m in modules]
             + [
                 _Namespace(f"{c.__module__}.{c.__qualname__}", vars(c), closed=True, owner=c)
                 for c in classes
