@@ -28,6 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from course.grading.execute import GradingExecute  # noqa: E402
+from course.grading.probes import expected_prefixes  # noqa: E402
 from course.grading.warm import WarmUp, prefix_sources  # noqa: E402
 
 # "ready+shutdown": waiting for the started kernel's first answer, and stopping it.
@@ -95,11 +96,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="warm-") as warm_dir:
         print(f"{'notebook':18} {'kernel':5} " + " ".join(f"{p:>15}" for p in PHASES) + "  total")
         for assignment in sorted(p.name for p in (REPO / "source").iterdir() if p.is_dir()):
-            warm_up = WarmUp([REPO / "source" / assignment], Path(warm_dir))
+            warm_up = WarmUp(expected_prefixes(REPO, [assignment]), Path(warm_dir))
             warm_up.wait()
             notebook = REPO / "source" / assignment / f"{assignment}.ipynb"
             try:
-                run(notebook, warm_dir)  # a cold run with a zygote around records the prefix
                 for kind, folder in (("cold", ""), ("warm", warm_dir)):
                     runs = [run(notebook, folder) for _ in range(args.repeat)]
                     medians = [statistics.median(r[p] for r in runs) for p in PHASES]

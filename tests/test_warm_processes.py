@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from course.grading.probes import expected_prefixes
 from course.grading.sandbox import Limits, kernel_uid, kill_uid, policy_for
 from course.grading.warm import ForkedProcess, SandboxedKernelManager, WarmUp, request_fork
 from course_testing import REPO
@@ -76,7 +77,7 @@ def test_a_forked_process_is_seen_running_then_exited():
 @pytest.fixture(scope="module")
 def zygote(tmp_path_factory):
     warm = tmp_path_factory.mktemp("warm")
-    warm_up = WarmUp([REPO / "source" / "04_no_grad"], warm)
+    warm_up = WarmUp(expected_prefixes(REPO, ["04_no_grad"]), warm)
     warm_up.wait()
     socket = warm / "04_no_grad" / "04_no_grad.sock"
     assert socket.exists(), (warm / "zygotes.log").read_text()

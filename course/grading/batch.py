@@ -19,7 +19,7 @@ from nbgrader.api import MissingEntry
 from . import resume
 from .coursedir import Course, CourseError, nbgrader_reason
 from .jobs import Job, JobResult
-from .probes import ReferenceError, cache_dir, expected_records
+from .probes import ReferenceError, cache_dir, expected_prefixes, expected_records
 from .replay import replay_api
 from .runner import run_jobs
 from .warm import WarmUp
@@ -282,8 +282,8 @@ def grade(
     with tempfile.TemporaryDirectory(prefix="course-grade-") as tmp:
         workdir = Path(tmp)
         jobs = []
-        # Student by student, each assignment in turn: every notebook's first (cold) run, which
-        # records what its lesson printed for the warm runs, comes early.
+        # Student by student, each assignment in turn: every notebook's warm process is used
+        # from the start.
         for student in roster:
             for assignment in chosen:
                 if not (course.root / "submitted" / student / assignment).is_dir():
@@ -315,9 +315,9 @@ def grade(
                 continue
             jobs.remove(job)
             kept.add((job.assignment, job.student))
-        phase("grading; kernels start cold until the warm ones are ready" if warm else "grading")
+        phase("grading; kernels wait for their notebook's warm process" if warm else "grading")
         graded = sorted({job.assignment for job in jobs}) if warm else []
-        warm_up = WarmUp([course.root / "source" / a for a in graded], workdir / "warm")
+        warm_up = WarmUp(expected_prefixes(course.root, graded), workdir / "warm")
         recorded = set(kept)
         try:
             with contextlib.closing(run_jobs(jobs, workers, executor)) as results:

@@ -35,7 +35,14 @@ from .probes import (
 )
 from .repair import source_notebook
 from .sandbox import Limits, kernel_uid, kill_uid, policy_for, session_cpu_seconds
-from .warm import Prefix, SandboxedKernelManager, prefix_file, prefix_sources
+from .warm import (
+    Prefix,
+    SandboxedKernelManager,
+    leading_code,
+    prefix_file,
+    prefix_sources,
+    zygote_socket,
+)
 
 GUARD = "__import__('course.grading.guard').grading.guard"
 GUARD_TIMEOUT = 60.0  # seconds (wall clock) for the tripwire's answer
@@ -155,8 +162,6 @@ class GradingExecute(Execute):
                 kill_uid(self._kernel_uid)
             shutil.rmtree(self._private, ignore_errors=True)
             shutil.rmtree(self._private + "-view", ignore_errors=True)
-        if self._record_to is not None:
-            self._record_prefix(nb, lead)
         nb.metadata["course"] = {"withheld": self._withheld}  # replaces anything submitted
         return nb, resources
 
@@ -183,40 +188,9 @@ class GradingExecute(Execute):
             source, cache_dir(Path(self.course_root or os.getcwd()), assignment)
         )
 
-    def _leading_code(self, nb, count: int) -> list[int]:
-        return [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.source.strip()][
-            :count
-        ]
-
-    def _record_prefix(self, nb, lead: list[str]) -> None:
-        """After a cold run: keep what the leading locked cells printed, for warm runs."""
-        cells = [nb.cells[i] for i in self._leading]
-        if (
-            self._prefix_widgets
-            and all(c.execution_count for c in cells)
-            and not any(o.output_type == "error" for c in cells for o in c.outputs)
-        ):
-            if not self._record_to.exists():
-                Prefix(
-                    lead,
-                    [c.outputs for c in cells],
-                    [c.execution_count for c in cells],
-                    *self._prefix_widgets,
-                ).save(self._record_to)
-
     def _widgets_after_prefix(self, index: int) -> None:
-        """Where the prefix ends, record (cold) or restore (warm) the widget models it made."""
-        if not self._leading or index != self._leading[-1]:
-            return
-        if self._record_to is not None:
-            self._prefix_widgets = (
-                copy.deepcopy(self.widget_state),
-                {
-                    comm: [[list(path), value] for path, value in buffers.items()]
-                    for comm, buffers in self.widget_buffers.items()
-                },
-            )
-        elif self._prefix is not None:
+        """Where the prefix ends, restore the widget models it made (warm)."""
+        if self._prefix is not None and index == self._leading[-1]:
             self.widget_state.update(copy.deepcopy(self._prefix.widget_state))
             self.widget_buffers.update(
                 {
@@ -264,20 +238,19 @@ class GradingExecute(Execute):
     def _matching_prefix(self, nb, resources, lead: list[str]) -> dict[int, int]:
         """Map cell index -> prefix position when the notebook's leading code cells are exactly
         the source's leading locked cells (``lead``) and a zygote that ran them serves this
-        notebook; else {}: start cold (and record the prefix's outputs if none are yet)."""
-        self._prefix = self._zygote = self._record_to = self._prefix_widgets = None
+        notebook (`course.grading.warm`); else {}: start cold."""
+        self._prefix = self._zygote = None
         info = (resources or {}).get("nbgrader", {})
-        leading = self._leading = self._leading_code(nb, len(lead))
+        leading = self._leading = leading_code(nb, len(lead))
         if not (self.warm_dir and lead and [nb.cells[i].source for i in leading] == lead):
             return {}
         path = prefix_file(Path(self.warm_dir), info["assignment"], info["notebook"])
-        socket = path.with_name(f"{info['notebook']}.sock")
         if not path.exists():
-            self._record_to = path
             return {}
-        if not socket.exists():
+        prefix = Prefix.load(path)
+        if prefix.sources != lead or (socket := zygote_socket(path)) is None:
             return {}
-        self._prefix, self._zygote = Prefix.load(path), str(socket)
+        self._prefix, self._zygote = prefix, socket
         return {index: position for position, index in enumerate(leading)}
 
     async def async_start_new_kernel(self, **kwargs):
@@ -357,7 +330,6 @@ class GradingExecute(Execute):
             cell, resources = self._execute(cell, resources, index)
         finally:
             cell.source = source
-        self._widgets_after_prefix(index)
         if test and self._guarding and not self._withheld:
             if (answer := self._guard_ask(b"check")) != "ok":
                 self._withheld.append(f"after test cell {index + 1}: {answer}")

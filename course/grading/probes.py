@@ -14,9 +14,11 @@ never saw before, which is solving the exercise.
 from __future__ import annotations
 
 import builtins
+import copy
 import hashlib
 import json
 import math
+import os
 import re
 import shutil
 import tempfile
@@ -28,13 +30,14 @@ from nbclient import NotebookClient
 
 from ..lesson.outbox import RECORDS_MIME
 from . import atomic
+from .warm import Prefix, leading_code, prefix_sources, widget_buffer_lists
 
 HIDDEN = re.compile(
     r"^[ \t]*### BEGIN HIDDEN TESTS[ \t]*\n(.*?)^[ \t]*### END HIDDEN TESTS[ \t]*\n?",
     re.MULTILINE | re.DOTALL,
 )
 FAILED = "HiddenTestFailed"
-CACHE_VERSION = "3"  # bump when the record format or the way records are made changes
+CACHE_VERSION = "4"  # bump when the record format or the way records are made changes
 
 
 class ReferenceError(Exception):
@@ -297,14 +300,26 @@ def failure_output(problems: list[str]) -> nbformat.NotebookNode:
 # -- the reference's records
 
 
-def _run_reference(source: Path) -> dict[str, list[dict]]:
+def _run_reference(source: Path) -> tuple[dict[str, list[dict]], Prefix | None]:
+    """Run the source notebook, reference solutions included, with every hidden block's probes
+    after its last cell, as the grader runs a submission (``NBGRADER_EXECUTION``: the lesson's
+    widgets draw nothing): the records by grade id, and what the leading locked cells printed
+    (`course.grading.warm.Prefix`, for kernels forked warm; None if it has none)."""
     nb = nbformat.read(source, as_version=4)
+    lead = prefix_sources(nb)
+    leading = leading_code(nb, len(lead))
     blocks = test_cells(nb)
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.source = split_hidden(cell.source)[0]
     for _, hidden in blocks:
         nb.cells.append(nbformat.v4.new_code_cell(collect_code(hidden)))
+    widgets: list = []
+
+    def after(cell, cell_index, execute_reply) -> None:
+        if leading and cell_index == leading[-1]:  # the widget models the prefix made
+            widgets[:] = [copy.deepcopy(client.widget_state), widget_buffer_lists(client)]
+
     with tempfile.TemporaryDirectory(prefix="course-reference-") as folder:
         shutil.copytree(source.parent, folder, dirs_exist_ok=True)
         client = NotebookClient(
@@ -313,8 +328,10 @@ def _run_reference(source: Path) -> dict[str, list[dict]]:
             kernel_name="python3",
             resources={"metadata": {"path": folder}},
             extra_arguments=["--IPKernelApp.log_level=ERROR"],  # no TCP warning on every run
+            on_cell_executed=after,
         )
-        client.execute()  # CellExecutionError: the source notebook itself fails
+        # CellExecutionError: the source notebook itself fails
+        client.execute(env={**os.environ, "NBGRADER_EXECUTION": "autograde"})
     records = {}
     for (grade_id, _), cell in zip(blocks, nb.cells[-len(blocks) :] if blocks else []):
         found = read_records(cell.outputs)
@@ -322,7 +339,13 @@ def _run_reference(source: Path) -> dict[str, list[dict]]:
         if found is None or bad:
             raise ReferenceError(f"{source}: the reference fails the probes of {grade_id}: {bad}")
         records[grade_id] = found
-    return records
+    cells = [nb.cells[i] for i in leading]
+    prefix = (
+        Prefix(lead, [c.outputs for c in cells], [c.execution_count for c in cells], *widgets)
+        if widgets
+        else None
+    )
+    return records, prefix
 
 
 def cache_dir(course_root: Path, assignment: str) -> Path:
@@ -331,16 +354,40 @@ def cache_dir(course_root: Path, assignment: str) -> Path:
     return Path(course_root) / ".course" / "expected" / assignment
 
 
-def expected_records(source: Path, cache: Path) -> dict[str, list[dict]]:
-    """The reference's records for every test cell of ``source``, by grade id: computed once per
-    version of the source notebook (and of torch) and kept under ``cache``."""
+def _cached(source: Path, cache: Path) -> Path:
+    """The reference's records of ``source`` in ``cache``, named by the source's content, torch's
+    version and `CACHE_VERSION`; its prefix (`expected_prefix`) beside it."""
     digest = hashlib.sha256(
         source.read_bytes() + torch.__version__.encode() + CACHE_VERSION.encode()
     ).hexdigest()[:16]
-    path = cache / f"{source.stem}-{digest}.json"
+    return cache / f"{source.stem}-{digest}.json"
+
+
+def expected_records(source: Path, cache: Path) -> dict[str, list[dict]]:
+    """The reference's records for every test cell of ``source``, by grade id: computed once per
+    version of the source notebook (and of torch) and kept under ``cache``, with what its leading
+    locked cells printed (`expected_prefix`)."""
+    path = _cached(source, cache)
     if path.is_file():
         return json.loads(path.read_text())
-    records = _run_reference(source)
+    records, prefix = _run_reference(source)
     cache.mkdir(parents=True, exist_ok=True)
+    if prefix is not None:  # before the records: a reader that finds them finds it too
+        prefix.save(path.with_suffix(".prefix.json"))
     atomic.write_text(path, json.dumps(records))  # a concurrent grader reads all of it or none
     return records
+
+
+def expected_prefixes(course_root: Path, assignments: list[str]) -> dict[Path, Path]:
+    """Source notebook -> the file of what its leading locked cells printed in the reference's
+    kernel (made with its records, `expected_records`), for each notebook of ``assignments``
+    that has such cells: what a kernel forked warm shows for them (`course.grading.warm`)."""
+    found = {}
+    for assignment in assignments:
+        cache = cache_dir(course_root, assignment)
+        for source in sorted((Path(course_root) / "source" / assignment).glob("*.ipynb")):
+            expected_records(source, cache)
+            path = _cached(source, cache).with_suffix(".prefix.json")
+            if path.is_file():
+                found[source] = path
+    return found

@@ -5,9 +5,11 @@ the first exercise, for every submission. A zygote does that once per notebook: 
 the kernel needs and runs the notebook's leading locked cells (the lesson up to the first exercise,
 instructor code only). Each submission's kernel is then forked from it: a process of its own that
 no other student's code has touched, which starts where a cold kernel would be after those cells.
-What those cells printed is recorded from the first submission graded cold (they ran before any
-student code there) and copied into each notebook graded warm
-(`course.grading.execute.GradingExecute`).
+What those cells printed is recorded once per version of the source, by the trusted kernel that
+runs the reference solutions (`course.grading.probes.expected_records`, no student code there),
+and copied into each notebook graded warm (`course.grading.execute.GradingExecute`). A kernel
+whose zygote is still starting waits for it (`zygote_socket`): no submission is graded cold to
+record them, and no cold start competes with the starting zygotes for the cores.
 
     python -m course.grading.warm SPEC.json   # serve forks on the Unix socket named in the spec
 """
@@ -18,6 +20,7 @@ import contextlib
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -55,8 +58,41 @@ class Prefix:
 
 
 def prefix_file(warm_dir: Path, assignment: str, notebook: str) -> Path:
-    """Where the recorded prefix of a notebook lies; its zygote's socket lies beside it."""
+    """Where the recorded prefix of a notebook lies; its zygote's socket and spec lie beside it."""
     return Path(warm_dir) / assignment / f"{notebook}.prefix.json"
+
+
+def _beside(prefix: Path, suffix: str) -> Path:
+    return prefix.with_name(prefix.name.removesuffix(".prefix.json") + suffix)
+
+
+ZYGOTE_WAIT = 120.0  # seconds a kernel waits for its notebook's zygote to start, then starts cold
+
+
+def zygote_socket(prefix: Path) -> str | None:
+    """The socket of the zygote that serves the notebook whose prefix lies at ``prefix``, or None
+    (none, or it failed: the kernel starts cold). While it starts (its spec is there, its
+    socket not yet) wait for it, at most `ZYGOTE_WAIT` seconds: a fork costs a fraction of a
+    cold start, which would also compete with the starting zygotes for the same cores."""
+    socket, spec = _beside(prefix, ".sock"), _beside(prefix, ".zygote.json")
+    deadline = time.monotonic() + ZYGOTE_WAIT
+    while not socket.exists() and spec.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return str(socket) if socket.exists() else None
+
+
+def leading_code(notebook: nbformat.NotebookNode, count: int) -> list[int]:
+    """The indices of the first ``count`` code cells that are not empty (where a prefix lies)."""
+    cells = notebook.cells
+    return [i for i, c in enumerate(cells) if c.cell_type == "code" and c.source.strip()][:count]
+
+
+def widget_buffer_lists(client) -> dict[str, list]:
+    """An nbclient client's widget buffers as JSON: comm id -> [[path, buffer], ...]."""
+    return {
+        comm: [[list(path), value] for path, value in buffers.items()]
+        for comm, buffers in client.widget_buffers.items()
+    }
 
 
 def prefix_sources(notebook: nbformat.NotebookNode) -> list[str]:
@@ -133,7 +169,11 @@ def serve(spec_path: Path) -> None:
     os.environ["NBGRADER_EXECUTION"] = "autograde"  # the lesson runs as it does under grading
     import ipykernel.kernelapp  # noqa: F401 (imported once here, not in every kernel)
 
-    namespace, count = _run_prefix(spec["sources"])
+    try:
+        namespace, count = _run_prefix(spec["sources"])
+    except BaseException:
+        spec_path.unlink(missing_ok=True)  # kernels waiting for this zygote start cold now
+        raise
 
     def reap(*_):
         with contextlib.suppress(ChildProcessError):
@@ -170,12 +210,13 @@ def serve(spec_path: Path) -> None:
 
 
 class Zygote:
-    """A running zygote for one notebook; ``socket`` is what kernels ask for a fork."""
+    """A running zygote for the notebook whose prefix lies at ``prefix``; ``socket`` is what
+    kernels ask for a fork. Its spec lies beside it while it starts or serves."""
 
-    def __init__(self, sources: list[str], folder: Path, name: str, log: Path, view: Path):
-        folder.mkdir(parents=True, exist_ok=True)
-        self.socket = str(folder / f"{name}.sock")
-        spec = folder / f"{name}.zygote.json"
+    def __init__(self, sources: list[str], prefix: Path, log: Path, view: Path):
+        folder = prefix.parent
+        self.socket = str(_beside(prefix, ".sock"))
+        self.spec = spec = _beside(prefix, ".zygote.json")
         spec.write_text(json.dumps({"socket": self.socket, "sources": sources}))
         with log.open("ab") as out:
             self.process = subprocess.Popen(
@@ -200,24 +241,26 @@ class Zygote:
     def stop(self) -> None:
         self.process.kill()
         self.process.wait()
+        self.spec.unlink(missing_ok=True)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.socket)
 
 
 class WarmUp:
-    """A zygote for every notebook of some assignments, started in the background: grading
-    starts at once, and kernels start cold until their notebook's zygote is ready and a cold run
-    has recorded the prefix's outputs."""
+    """A zygote for every notebook whose prefix the reference's run recorded (``prefixes``: the
+    source notebook -> that file), started in the background: grading starts at once, and a
+    kernel waits for its notebook's zygote (`zygote_socket`)."""
 
-    def __init__(self, sources: list[Path], warm_dir: Path):
+    def __init__(self, prefixes: dict[Path, Path], warm_dir: Path):
         self.zygotes = []
         view = package_view(warm_dir)
-        for source in sources:
-            for notebook in sorted(source.glob("*.ipynb")):
-                folder = prefix_file(warm_dir, source.name, notebook.stem).parent
-                lead = prefix_sources(nbformat.read(notebook, as_version=4))
-                log = warm_dir / "zygotes.log"
-                self.zygotes.append(Zygote(lead, folder, notebook.stem, log, view))
+        for notebook, recorded in sorted(prefixes.items()):
+            prefix = prefix_file(warm_dir, notebook.parent.name, notebook.stem)
+            prefix.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(recorded, prefix)
+            lead = Prefix.load(prefix).sources
+            log = warm_dir / "zygotes.log"
+            self.zygotes.append(Zygote(lead, prefix, log, view))
 
     def wait(self, timeout: float = 300) -> None:
         """Block until every zygote serves (or failed: its notebook is graded cold)."""
