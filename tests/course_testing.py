@@ -214,10 +214,23 @@ def feedback_text(course: Course, student: str) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", pages))
 
 
+def decoded_ints(text: str) -> str:
+    """Long runs of digits read as text (an int can carry any: ``int.from_bytes(s.encode(),
+    "big")``)."""
+    decoded = []
+    for digits in re.findall(r"\d{30,}", text):
+        number = int(digits)
+        raw = number.to_bytes((number.bit_length() + 7) // 8, "big")
+        decoded.append(raw.decode(errors="replace"))
+    return "\n".join(decoded)
+
+
 def leaked_secrets(course: Course, attack: Attack) -> list[str]:
-    """The solution and hidden-test lines that ``attack``'s feedback shows and the attack's own
-    file does not (a line the student wrote themselves reveals nothing)."""
+    """The solution and hidden-test lines that ``attack``'s feedback shows (as text, or encoded
+    as a long int) and the attack's own file does not (a line the student wrote themselves
+    reveals nothing)."""
     text, own = feedback_text(course, attack.name), attack.path.read_text()
+    text += "\n" + decoded_ints(text)
     leaked = [line for line in distinctive_secrets() if line in text and line not in own]
     return leaked + (["the gradebook's bytes"] if "SQLite format 3" in text else [])
 

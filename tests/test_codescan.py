@@ -68,6 +68,14 @@ REFUSED = {
     "format string reaching attributes": ("'{0.__globals__}'.format(f)", "'__globals__'"),
     "setattr of a special attribute": ("setattr(f, '__code__', g)", "special attribute __code__"),
     "writing a special attribute": ("f.__class__ = int", "writes the special attribute"),
+    "locals() at the top level (the notebook's namespace)": (
+        "locals()['check_leaves'] = print",
+        "uses locals",
+    ),
+    "a field path inside braces of a longer string": (
+        "'value: {0.f_globals} and more'.format(f)",
+        "'f_globals'",
+    ),
     "a class given through object.__setattr__": (
         "object.__setattr__(torch, '__class__', Liar)",
         "__setattr__ on the special attribute __class__",
@@ -136,6 +144,10 @@ ALLOWED = {
     "a future import": "from __future__ import annotations",
     "tensor attributes": "def f(x):\n    x.grad = None\n    x.requires_grad = False\n    return x",
     "setattr with a plain name": "setattr(p, 'requires_grad', False)",
+    "locals() printed inside a function": "def f(x):\n    y = x + 1\n    print(locals())\n",
+    "a docstring that names torch.load": (
+        'def f(path):\n    """Like torch.load, but for a plain list of floats."""\n    return path'
+    ),
     "a frozen dataclass's own __setattr__ with a plain name": (
         "object.__setattr__(self, 'total', 0.0)"
     ),

@@ -35,6 +35,7 @@ from course_testing import (
     cell_scores,
     copy_course,
     corpus,
+    decoded_ints,
     distinctive_secrets,
     exercise_points,
     leaked_secrets,
@@ -323,6 +324,8 @@ def test_the_leak_check_finds_a_leak(attacked):
     graded = (course.root / "autograded" / "bystander" / ASSIGNMENTS[0]).rglob("*.ipynb")
     text = "\n".join(p.read_text() for p in graded)
     assert [line for line in SECRETS if json.dumps(line)[1:-1] in text]
+    line = SECRETS[0]  # and a line encoded as an int (the sixth red team's route)
+    assert line in decoded_ints(f"got {int.from_bytes(line.encode(), 'big')}, expected 3")
 
 
 def test_the_class_is_untouched(attacked):

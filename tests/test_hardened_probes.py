@@ -339,3 +339,30 @@ def test_a_class_given_to_torchs_module_object_is_not_what_the_probe_reads_and_i
     assert forged["tampered"] == ["torch.__class__"]
     (unseen,) = _records(GRAD_MODE_IN_THE_CALL, answer=_under_a_lying_class)
     assert unseen["record"]["dict"]["tracking"]["list"] == [True]
+
+
+WEIGHT = """
+@probe("a linear model's weight after the call")
+def _(touch):
+    model = torch.nn.Linear(1, 1, bias=False)
+    with torch.no_grad():
+        model.weight.fill_(1.0)
+    touch(model)
+    return {"weight": model.weight.item(), "layer": model.weight is model._parameters["weight"]}
+"""
+
+
+def _shadow_weight(model):
+    """The real weight made wrong; a right-looking one put beside it in the instance dict
+    (object.__setattr__ skips nn.Module's own bookkeeping, as the sixth red team did)."""
+    with torch.no_grad():
+        model.weight.fill_(-5.0)
+    object.__setattr__(model, "weight", torch.nn.Parameter(torch.ones(1, 1)))
+
+
+def test_a_parameter_is_read_where_nn_module_keeps_it_not_from_an_instance_attribute():
+    assert _facts(WEIGHT, touch=lambda m: None) == {"weight": 1.0, "layer": True}
+    assert _facts(WEIGHT, touch=_shadow_weight) == {"weight": -5.0, "layer": True}
+    model = torch.nn.Linear(1, 1, bias=False)
+    _shadow_weight(model)  # the known-bad case: ordinary code reads the shadow
+    assert model.weight.item() == 1.0

@@ -231,6 +231,44 @@ def test_a_crafted_record_puts_none_of_its_text_in_a_message():
     for broken in ([{"title": [secret], "record": 1}], [{**want[0], "raised": [secret]}]):
         lines = grading.judge(broken, want)
         assert lines and "seeded" not in " ".join(lines), lines
+    # The sixth red team returned the hidden source as ints of thousands of digits.
+    encoded = int.from_bytes(secret.encode(), "big")
+    record = [{**want[0], "record": {"dict": {**want[0]["record"]["dict"], "result": encoded}}}]
+    (line,) = grading.judge(record, want)
+    assert str(encoded)[:15] not in line and "a very large int" in line, line
+    small = [{**want[0], "record": {"dict": {**want[0]["record"]["dict"], "result": 12345}}}]
+    assert "12345" in grading.judge(small, want)[0]
+
+
+def test_the_cell_that_runs_the_probes_leaves_no_text_for_a_stack_to_show(monkeypatch):
+    """The grader's cell names the hidden block as text; IPython keeps a cell's text in linecache
+    for tracebacks, where logging's findCaller or traceback.format_stack would read it from
+    inside the answer. `send` forgets it before the answer runs."""
+    import linecache
+    import traceback
+
+    sent, stacks = [], []
+    monkeypatch.setattr(probes, "_send", sent.append)
+    marker = "-".join(["hidden", "marker", "7731"])  # in the block's text, not this file's
+    source = DOUBLE.replace("multiply by two.", marker)
+    assert marker in source
+    cell = f"send({source!r})\n"
+    name = "<ipython-input-probes-test>"
+    linecache.cache[name] = (len(cell), None, cell.splitlines(keepends=True), name)
+
+    def double(x):
+        stacks.append("".join(traceback.format_stack()))
+        return x * 2
+
+    collect = probes.collect
+    monkeypatch.setattr(probes, "collect", lambda block: collect(block, {"double": double}))
+    exec(compile(cell, name, "exec"), {"send": probes.send})
+    assert sent and stacks  # (the records say "tampered": this test replaced _send)
+    assert marker not in stacks[0]
+    # the known-bad case: a cell whose text is still cached shows it
+    linecache.cache[name] = (len(cell), None, cell.splitlines(keepends=True), name)
+    assert marker in linecache.getline(name, 1)
+    linecache.cache.pop(name)
 
 
 # -- facts whose right value is a constant: forging them is tampering, never a point
@@ -293,6 +331,44 @@ def test_the_probes_builtins_are_their_own_and_a_patched_builtin_is_tampering(mo
     shadow = "requires_grad"  # a name added to a class shadows the one it inherits
     monkeypatch.setattr(torch.Tensor, shadow, True, raising=False)
     assert _records(DOUBLE, double=_double)[0]["tampered"] == ["torch.Tensor.requires_grad"]
+
+
+def _hooked_during_the_call(g, t):
+    """Tracking off around the watched function, but a global forward pre-hook turns it on for
+    every module below, removed before the answer returns (the sixth red team's route)."""
+    from torch.nn.modules.module import register_module_forward_pre_hook
+
+    handle = register_module_forward_pre_hook(lambda module, args: torch.set_grad_enabled(True))
+    try:
+        with torch.no_grad():
+            return g(t)
+    finally:
+        handle.remove()
+
+
+def test_a_global_hook_added_while_the_answer_runs_is_tampering():
+    (forged,) = _records(TRACKED, f=_hooked_during_the_call)
+    (name,) = forged["tampered"]
+    assert name.startswith("global forward_pre_hooks."), forged
+    assert grading.tampered([forged]) == [name], "named in the feedback: short and plain"
+    (honest,) = _records(TRACKED, f=_honest)
+    assert "record" in honest, honest
+
+
+def test_every_probe_starts_with_anomaly_mode_off():
+    """An answer may debug with anomaly mode (it only adds checks): the probes, which may
+    compute with nan, run with it off, as the reference's did."""
+    source = """
+@probe("anomaly mode inside the call")
+def _(f):
+    return {"on": f()}
+"""
+    torch.autograd.set_detect_anomaly(True)
+    try:
+        (result,) = _records(source, f=torch.is_anomaly_enabled)
+    finally:
+        torch.autograd.set_detect_anomaly(False)
+    assert result["record"]["dict"]["on"] is False
 
 
 def test_a_torch_function_mode_left_on_is_tampering():

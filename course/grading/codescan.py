@@ -134,7 +134,7 @@ DENIED_NAMES = {
     "compile": "makes code objects",
     "__import__": "imports modules by name",
     "globals": "reads the notebook's namespace directly",
-    "locals": "reads a namespace directly",
+    "locals": "reads a namespace directly (outside a function, the notebook's)",
     "vars": "reads objects' namespaces directly",
     "open": "opens files",
     "breakpoint": "starts the debugger",
@@ -277,6 +277,7 @@ class _Scanner(ast.NodeVisitor):
     def __init__(self, magic_lines: bool):
         self.found: list[tuple[int, str]] = []
         self.magic_lines = magic_lines  # the cell's source has IPython syntax of its own
+        self.functions = 0  # how deep in function bodies the visit is
 
     def flag(self, node: ast.AST, reason: str) -> None:
         self.found.append((getattr(node, "lineno", 0), reason))
@@ -302,7 +303,16 @@ class _Scanner(ast.NodeVisitor):
             ):
                 self.flag(node, f"imports {alias.name} from {module}")
 
+    def visit_FunctionDef(self, node):
+        self.functions += 1
+        self.generic_visit(node)
+        self.functions -= 1
+
+    visit_AsyncFunctionDef = visit_Lambda = visit_FunctionDef
+
     def visit_Name(self, node):
+        if node.id == "locals" and self.functions:
+            return  # a function's own names, copied: a debug print, never the notebook's
         if node.id in DENIED_NAMES:
             self.flag(node, f"uses {node.id}, which {DENIED_NAMES[node.id]}")
         elif (
@@ -332,8 +342,12 @@ class _Scanner(ast.NodeVisitor):
     def _string(self, node: ast.AST, value: str) -> None:
         text = value.strip()
         named = [a for a in DENIED_ATTRIBUTES if a.startswith("__") and a in text]
-        # A field path for str.format or string.Formatter: "0._ip", "{0.f_globals}".
-        named += [a for a in re.findall(r"\.(\w+)", text) if a in DENIED_ATTRIBUTES]
+        # A field path for str.format or string.Formatter ("0._ip", "{0.f_globals}") has no
+        # space, outside or inside its braces; prose ("a docstring on torch.load") is not one.
+        paths = re.findall(r"\{([^{}\s]*)\}", text) + ([] if re.search(r"\s", text) else [text])
+        named += [
+            a for path in paths for a in re.findall(r"\.(\w+)", path) if a in DENIED_ATTRIBUTES
+        ]
         if named or text in DENIED_STRINGS or (text in DENIED_ATTRIBUTES and "_" in text):
             self.flag(node, f"names {(named or [text])[0]!r} in a string")
 

@@ -8,7 +8,7 @@ could rebind (the user namespace, ``__import__``, display formatters, the shell)
 test cell, after the last cell and after the hidden tests the grader asks "check"; the answer is
 "ok" or names what changed:
 functions of torch, torch.Tensor, torch.nn.functional, torch.autograd, builtins and the course's
-check and probe helpers; PyTorch's default dtype, anomaly mode and global module hooks; Python's
+check and probe helpers; PyTorch's default dtype and global module hooks; Python's
 import machinery; IPython's input and AST transformers, event callbacks and shell methods; and
 the imported helpers the lesson bound; the probes' own modules and tables, the records' channel
 (`course.lesson.outbox`) and the notebook's ``__import__``. (What is per thread, such as grad
@@ -25,6 +25,7 @@ outside the kernel, `course.grading.probes`).
 from __future__ import annotations
 
 import builtins
+import linecache
 import math
 import socket
 import sys
@@ -107,6 +108,7 @@ def _state() -> dict[str, object]:
         ("torch.nn.Module", vars(torch.nn.Module)),
         ("builtins", {k: v for k, v in vars(builtins).items() if k not in PER_REQUEST}),
         ("math", vars(math)),
+        ("linecache", vars(linecache)),
         ("course.lesson.checks", vars(course.lesson.checks)),
         ("course.lesson.probes", vars(course.lesson.probes)),
         ("course.lesson.hardened", vars(course.lesson.hardened)),
@@ -119,7 +121,6 @@ def _state() -> dict[str, object]:
     state.update(
         {
             "torch default dtype": str(torch.get_default_dtype()),
-            "torch anomaly mode": torch.is_anomaly_enabled(),
             "torch global module hooks": tuple(
                 len(getattr(module, name))
                 for name in dir(module)

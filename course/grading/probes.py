@@ -108,11 +108,14 @@ def _plain(text: object, default: str = "something else") -> str:
 
 
 def _short(value) -> str:
-    """A value from a record, as the grader writes it: a short plain string, a number, a bool,
-    None or a shape (a short list of ints); anything else is "something else" (a list of
-    strings in the place of a shape could carry the hidden test's source)."""
+    """A value from a record, as the grader writes it: a short plain string, a number (an int of
+    at most 15 digits), a bool, None or a shape (a short list of ints); anything else is
+    "something else" (a list of strings in the place of a shape could carry the hidden test's
+    source)."""
     if isinstance(value, str):
         return json.dumps(_plain(value, "a long or unusual string"))
+    if type(value) is int and abs(value) >= 10**15:  # its digits could carry any text
+        return "a very large int"
     if value is None or type(value) in (bool, int, float):
         return json.dumps(value)
     if type(value) is list and len(value) <= 8 and all(type(n) is int for n in value):

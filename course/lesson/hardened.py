@@ -13,7 +13,9 @@ class with lying properties, a returned list may be a subclass whose ``__iter__`
   instance dict;
 - an attribute of a Python module (``torch.is_grad_enabled``) is read from the module's own
   names, never through a class the module was given;
-- on an ``nn.Module``, the walks (``parameters``, ``named_parameters``, ``modules``, ``children``,
+- on an ``nn.Module``, a parameter, buffer or submodule is read where nn.Module keeps it (an
+  instance attribute of the same name, put beside it with ``object.__setattr__``, is not), and
+  the walks (``parameters``, ``named_parameters``, ``modules``, ``children``,
   ``buffers`` and their named forms, ``train``, ``eval``) and ``training`` read the modules' own
   dicts (``_modules``, ``_parameters``, ``_buffers``), as nn.Module's code does, without calling
   any method the instance could shadow;
@@ -161,8 +163,15 @@ def attribute(obj: object, name: str) -> object:
         method = _MODULE_METHODS.get(name)
         if method is not None:
             return lambda *args, **kwargs: method(obj, *args, **kwargs)
+        own = _instance_dict(obj)
         if name == "training":
-            return _dict_get(_instance_dict(obj), "training")
+            return _dict_get(own, "training")
+        # Where nn.Module keeps them: an instance attribute of the same name, which only
+        # object.__setattr__ can add beside one, shadows them for ordinary code.
+        for field in ("_parameters", "_buffers", "_modules"):
+            members = own.get(field)
+            if _real_type(members) is dict and name in members:
+                return _dict_get(members, name)
     if _issubclass(kind, _ModuleType):
         names = _module_dict(obj)
         if name in names:  # else a lazy submodule, which the module's __getattr__ imports

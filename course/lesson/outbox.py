@@ -61,7 +61,7 @@ class Outbox:
             if c is not object and not c.__flags__ & (1 << 8)  # Py_TPFLAGS_IMMUTABLETYPE
         }
         modules = (ipykernel.zmqshell, ipykernel.iostream, jupyter_client.session)
-        self.snapshot = pristine.Snapshot(modules, sorted(classes, key=str))
+        self.snapshot = pristine.Snapshot(modules, sorted(classes, key=str), ())
         self.parts = [obj for obj in (publisher, session, socket, thread) if obj is not None]
         self.shadows = _shadows(self.parts)
         self.publish = publisher.publish

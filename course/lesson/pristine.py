@@ -23,6 +23,7 @@ import builtins
 import itertools
 import json
 import json.encoder
+import linecache
 import math
 import operator
 import os
@@ -33,6 +34,7 @@ import torch
 import torch.nn.functional
 import torch.nn.modules.module
 import torch.optim
+import torch.optim.optimizer as optimizer_module  # torch.optim drops the name
 
 # This module's builtins: a copy, so `builtins.any = ...` in a cell cannot blind the comparison.
 __builtins__ = dict(vars(builtins))
@@ -103,6 +105,7 @@ MODULES = (
     math,
     json,
     json.encoder,
+    linecache,  # where the probes' cell text is forgotten (`course.lesson.probes.send`)
     torch,
     torch._C,
     torch.nn,
@@ -123,7 +126,7 @@ def _classes() -> list[type]:
     """torch's own Python classes that these modules name (torch.Tensor, nn.Linear, no_grad,
     the optimizers, ...); builtin types cannot be changed at all."""
     found = {}
-    for module in MODULES[4:]:
+    for module in [m for m in MODULES if m.__name__.startswith("torch")]:
         for value in vars(module).values():
             ours = isinstance(value, type) and str(getattr(value, "__module__", "")).startswith(
                 "torch"
@@ -211,15 +214,30 @@ class _Namespace:
         return found
 
 
+def _global_hooks() -> tuple:
+    """torch's global hook tables (every module's forward hooks, every optimizer's step hooks):
+    a hook added there runs inside the probe's own model or optimizer."""
+    return tuple(
+        (f"global {name.removeprefix('_global_')}", table)  # short: the feedback names it
+        for owner in (torch.nn.modules.module, optimizer_module)
+        for name, table in vars(owner).items()
+        if name.startswith("_global_") and isinstance(table, dict)
+    )
+
+
 class Snapshot:
-    """The names of ``modules`` and ``classes`` as they are now: by default `MODULES` and
-    torch's classes in them."""
+    """The names of ``modules`` and ``classes`` as they are now: by default `MODULES`, torch's
+    classes in them and its global hook tables."""
 
     def __init__(
-        self, modules: tuple = MODULES, classes: list[type] | None = None, mappings: tuple = ()
+        self,
+        modules: tuple = MODULES,
+        classes: list[type] | None = None,
+        mappings: tuple | None = None,
     ):
         """``mappings``: (label, dict) pairs compared like classes (a name added counts)."""
         classes = _classes() if classes is None else classes
+        mappings = _global_hooks() if mappings is None else mappings
         self.namespaces = (
             [_Namespace(m.__name__, vars(m), closed=False, owner=m) for m in modules]
             + [

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import linecache
 import math
 import sys
 import warnings
@@ -70,6 +71,7 @@ __all__ = ["probe", "same_memory", "shape_of", "seeded", "checkpoint", "updates"
 
 _SNAPSHOT = pristine.Snapshot()
 _set_grad_enabled, _manual_seed, _dumps = torch._C._set_grad_enabled, torch.manual_seed, json.dumps
+_set_anomaly_enabled = torch.set_anomaly_enabled
 _C = torch._C
 _MODE_STACKS = (
     (_C._len_torch_function_stack, _C._get_function_stack_at),
@@ -226,8 +228,9 @@ def _as_answer(value: Any) -> Any:
 def run(fn: Callable, namespace: dict) -> dict:
     """Call one probe with what its parameters name in ``namespace``: ``{"record": ...}``,
     ``{"raised": <error type>, "message": ...}``, ``{"missing": <name>}`` or ``{"tampered":
-    [names]}``. Every probe starts from the same global state (seed, grad mode), whatever the
-    one before it did."""
+    [names]}``. Every probe starts from the same global state (seed, grad mode, anomaly mode
+    off: an answer may debug with it, and it only adds checks), whatever the one before it
+    did."""
     arguments = []
     for name in _parameters(fn):
         if name not in namespace:
@@ -236,6 +239,7 @@ def run(fn: Callable, namespace: dict) -> dict:
     _tampered.clear()  # a change made before this probe persists, and its check below sees it
     _manual_seed(0)
     _set_grad_enabled(True)
+    _set_anomaly_enabled(False)
     try:
         with warnings.catch_warnings(), _no_torch_function():
             warnings.simplefilter("ignore")  # a warning is never a failure
@@ -303,11 +307,17 @@ def collect(source: str, answers: dict | None = None) -> str:
 
 
 _send = outbox.OUTBOX.send
+_source_lines, _caller = linecache.cache, sys._getframe
 
 
 def send(source: str) -> None:
     """Run a hidden block's probes (`collect`) in the grader's kernel and send their records to
-    the grader as a message of their own (`course.lesson.outbox`), not as the cell's value."""
+    the grader as a message of their own (`course.lesson.outbox`), not as the cell's value.
+
+    The cell that calls it holds the block's code as text, which IPython keeps in linecache for
+    tracebacks: it is forgotten first, so that the answer, which runs inside, cannot read the
+    hidden tests from a stack it prints or returns (``logging``'s ``findCaller``, warnings)."""
+    _source_lines.pop(_caller(1).f_code.co_filename, None)
     _send(collect(source))
 
 
