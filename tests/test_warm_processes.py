@@ -10,6 +10,7 @@ import asyncio
 import os
 import signal
 import tempfile
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -17,7 +18,16 @@ import pytest
 
 from course.grading.probes import expected_prefixes
 from course.grading.sandbox import Limits, kernel_uid, kill_uid, policy_for
-from course.grading.warm import ForkedProcess, SandboxedKernelManager, WarmUp, request_fork
+from course.grading.warm import (
+    ZYGOTE_WAIT,
+    ForkedProcess,
+    Prefix,
+    SandboxedKernelManager,
+    WarmUp,
+    prefix_file,
+    request_fork,
+    zygote_socket,
+)
 from course_testing import REPO
 
 
@@ -83,6 +93,41 @@ def zygote(tmp_path_factory):
     assert socket.exists(), (warm / "zygotes.log").read_text()
     yield str(socket)
     warm_up.close()
+
+
+def _children(pid: int) -> list[int]:
+    return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def test_one_process_starts_every_notebooks_zygote_and_they_end_with_it(tmp_path):
+    """torch is imported once for all the zygotes; killing that one process (as the grader does
+    when it ends) ends every zygote too."""
+    warm_up = WarmUp(expected_prefixes(REPO, ["01_requires_grad", "04_no_grad"]), tmp_path)
+    try:
+        warm_up.wait()
+        assert [served.exists() for _, served in warm_up.specs] == [True, True]
+        zygotes = _children(warm_up.process.pid)
+        assert len(zygotes) == 2
+    finally:
+        warm_up.close()
+    deadline = time.monotonic() + 10
+    while any(Path(f"/proc/{pid}").exists() for pid in zygotes) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(Path(f"/proc/{pid}").exists() for pid in zygotes)
+
+
+def test_a_kernel_whose_zygote_failed_does_not_wait_for_it(tmp_path):
+    """A zygote whose lesson cells fail says so (its spec goes): a kernel then starts cold at
+    once, not after `ZYGOTE_WAIT` seconds."""
+    recorded = tmp_path / "broken.prefix.json"
+    Prefix(["raise RuntimeError('a broken lesson')"], [[]], [1], {}, {}).save(recorded)
+    warm_up = WarmUp({tmp_path / "source" / "a1" / "broken.ipynb": recorded}, tmp_path / "warm")
+    try:
+        started = time.monotonic()
+        assert zygote_socket(prefix_file(tmp_path / "warm", "a1", "broken")) is None
+        assert time.monotonic() - started < ZYGOTE_WAIT / 2
+    finally:
+        warm_up.close()
 
 
 def _manager(zygote: str, private: str, work: str) -> SandboxedKernelManager:

@@ -401,6 +401,11 @@ def _call(name: str, *args) -> None:
         raise SandboxError(errno, f"{name}: {os.strerror(errno)}")
 
 
+def die_with_parent() -> None:
+    """Be killed (SIGKILL) when the process that started this one ends."""
+    _call("prctl", PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
 def _mount(source: str, target: str, fstype: str | None, flags: int, data: str | None = None):
     _call(
         "mount",
@@ -548,7 +553,7 @@ def _stand_in(kernel: int, parent: int, cgroup: KernelCgroup | None) -> None:
     if cgroup is not None:
         cgroup.leave()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _call("prctl", PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the grader's end is the end
+    die_with_parent()  # the grader's end is the end
     if os.getppid() != parent:  # it ended before that took hold
         os._exit(1)
     while True:
@@ -627,7 +632,7 @@ def enter(policy: Policy) -> list[str]:
         os.setgroups([])
         os.setgid(uid)
         os.setuid(uid)
-        _call("prctl", PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # after setuid, which clears it
+        die_with_parent()  # again after setuid, which clears it
     home = policy.private
     os.environ.update(
         HOME=home,

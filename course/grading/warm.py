@@ -1,17 +1,18 @@
 """Warm kernels: each grading kernel is a fresh fork of a prepared process, not a cold start.
 
 Starting a kernel cold costs a Python start, importing torch and running the whole lesson before
-the first exercise, for every submission. A zygote does that once per notebook: it imports what
-the kernel needs and runs the notebook's leading locked cells (the lesson up to the first exercise,
-instructor code only). Each submission's kernel is then forked from it: a process of its own that
-no other student's code has touched, which starts where a cold kernel would be after those cells.
+the first exercise, for every submission. A zygote does that once per notebook: it runs the
+notebook's leading locked cells (the lesson up to the first exercise, instructor code only),
+forked from one process that imported what every kernel needs once (`serve_all`). Each
+submission's kernel is then forked from it: a process of its own that no other student's code
+has touched, which starts where a cold kernel would be after those cells.
 What those cells printed is recorded once per version of the source, by the trusted kernel that
 runs the reference solutions (`course.grading.probes.expected_records`, no student code there),
 and copied into each notebook graded warm (`course.grading.execute.GradingExecute`). A kernel
 whose zygote is still starting waits for it (`zygote_socket`): no submission is graded cold to
 record them, and no cold start competes with the starting zygotes for the cores.
 
-    python -m course.grading.warm SPEC.json   # serve forks on the Unix socket named in the spec
+    python -m course.grading.warm SPEC.json...   # a zygote per spec, on the socket it names
 """
 
 from __future__ import annotations
@@ -165,10 +166,8 @@ def _become_kernel(request: dict, namespace: dict, count: int) -> None:
 
 
 def serve(spec_path: Path) -> None:
+    """Run one notebook's prefix, then fork a kernel for each request on its socket."""
     spec = json.loads(spec_path.read_text())
-    os.environ["NBGRADER_EXECUTION"] = "autograde"  # the lesson runs as it does under grading
-    import ipykernel.kernelapp  # noqa: F401 (imported once here, not in every kernel)
-
     try:
         namespace, count = _run_prefix(spec["sources"])
     except BaseException:
@@ -209,67 +208,79 @@ def serve(spec_path: Path) -> None:
                     os._exit(0)
 
 
-class Zygote:
-    """A running zygote for the notebook whose prefix lies at ``prefix``; ``socket`` is what
-    kernels ask for a fork. Its spec lies beside it while it starts or serves."""
+def serve_all(spec_paths: list[Path]) -> None:
+    """Import what every zygote needs once, then fork a zygote per notebook (`serve`): they
+    share the imported modules' memory, and torch is imported once, not once per notebook."""
+    os.environ["NBGRADER_EXECUTION"] = "autograde"  # the lessons run as they do under grading
+    import ipykernel.kernelapp  # noqa: F401 (imported once here, not in every kernel)
+    import matplotlib
 
-    def __init__(self, sources: list[str], prefix: Path, log: Path, view: Path):
-        folder = prefix.parent
-        self.socket = str(_beside(prefix, ".sock"))
-        self.spec = spec = _beside(prefix, ".zygote.json")
-        spec.write_text(json.dumps({"socket": self.socket, "sources": sources}))
-        with log.open("ab") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "course.grading.warm", str(spec)],
-                cwd=folder,
-                env=kernel_env(os.environ, view),  # the kernels it forks keep it
-                start_new_session=True,  # a Ctrl-C at the terminal is the grader's to handle
-                stdout=out,
-                stderr=out,
-                stdin=subprocess.DEVNULL,
-            )
+    matplotlib.use("agg")  # as in `_run_prefix`: the forked kernel switches to the inline backend
+    import matplotlib.pyplot  # noqa: F401
+    import torch  # noqa: F401
 
-    def wait_ready(self, timeout: float = 300) -> bool:
-        """Wait until it accepts requests; False if it failed (kernels then start cold)."""
-        deadline = time.monotonic() + timeout
-        while not os.path.exists(self.socket):
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                return False
-            time.sleep(0.05)
-        return True
+    from .sandbox import die_with_parent
 
-    def stop(self) -> None:
-        self.process.kill()
-        self.process.wait()
-        self.spec.unlink(missing_ok=True)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.socket)
+    root, zygotes = os.getpid(), []
+    for spec_path in spec_paths:
+        pid = os.fork()
+        if pid == 0:
+            try:
+                die_with_parent()  # the grader ends this process: its zygotes end with it
+                if os.getppid() == root:
+                    serve(spec_path)
+            finally:
+                os._exit(0)
+        zygotes.append(pid)
+    for pid in zygotes:  # they end when the grader does (they watch their parent's pid)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
 
 
 class WarmUp:
     """A zygote for every notebook whose prefix the reference's run recorded (``prefixes``: the
-    source notebook -> that file), started in the background: grading starts at once, and a
-    kernel waits for its notebook's zygote (`zygote_socket`)."""
+    source notebook -> that file), started in the background by one process (`serve_all`):
+    grading starts at once, and a kernel waits for its notebook's zygote (`zygote_socket`)."""
 
     def __init__(self, prefixes: dict[Path, Path], warm_dir: Path):
-        self.zygotes = []
-        view = package_view(warm_dir)
+        self.specs: list[tuple[Path, Path]] = []  # (spec, socket) of each zygote
         for notebook, recorded in sorted(prefixes.items()):
             prefix = prefix_file(warm_dir, notebook.parent.name, notebook.stem)
             prefix.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(recorded, prefix)
+            spec, served = _beside(prefix, ".zygote.json"), _beside(prefix, ".sock")
             lead = Prefix.load(prefix).sources
-            log = warm_dir / "zygotes.log"
-            self.zygotes.append(Zygote(lead, prefix, log, view))
+            spec.write_text(json.dumps({"socket": str(served), "sources": lead}))
+            self.specs.append((spec, served))
+        self.process = None
+        if self.specs:
+            with (warm_dir / "zygotes.log").open("ab") as out:
+                self.process = subprocess.Popen(
+                    [sys.executable, "-m", "course.grading.warm", *(str(s) for s, _ in self.specs)],
+                    cwd=warm_dir,
+                    env=kernel_env(os.environ, package_view(warm_dir)),  # its kernels keep it
+                    start_new_session=True,  # a Ctrl-C at the terminal is the grader's to handle
+                    stdout=out,
+                    stderr=out,
+                    stdin=subprocess.DEVNULL,
+                )
 
     def wait(self, timeout: float = 300) -> None:
         """Block until every zygote serves (or failed: its notebook is graded cold)."""
-        for zygote in self.zygotes:
-            zygote.wait_ready(timeout)
+        deadline = time.monotonic() + timeout
+        for spec, served in self.specs:
+            while not served.exists() and spec.exists() and self.process.poll() is None:
+                if time.monotonic() > deadline:
+                    return
+                time.sleep(0.05)
 
     def close(self) -> None:
-        for zygote in self.zygotes:
-            zygote.stop()
+        if self.process is not None:
+            self.process.kill()  # and its zygotes, by their parent-death signal
+            self.process.wait()
+        for spec, served in self.specs:
+            spec.unlink(missing_ok=True)
+            served.unlink(missing_ok=True)
 
 
 # ---- the grader's side -----------------------------------------------------------------------
@@ -366,4 +377,4 @@ class SandboxedKernelManager(AsyncKernelManager):
 
 
 if __name__ == "__main__":
-    serve(Path(sys.argv[1]))
+    serve_all([Path(arg) for arg in sys.argv[1:]])
