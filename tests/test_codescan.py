@@ -76,6 +76,11 @@ REFUSED = {
         "'value: {0.f_globals} and more'.format(f)",
         "'f_globals'",
     ),
+    "the shell through a module that imported IPython's": (
+        "import matplotlib_inline.backend_inline as b\nb.get_ipython().ex('1')",
+        "imports matplotlib_inline.backend_inline",
+    ),
+    "the shell as another module's attribute": ("m.get_ipython()", "get_ipython"),
     "a class given through object.__setattr__": (
         "object.__setattr__(torch, '__class__', Liar)",
         "__setattr__ on the special attribute __class__",
@@ -144,6 +149,9 @@ ALLOWED = {
     "a future import": "from __future__ import annotations",
     "tensor attributes": "def f(x):\n    x.grad = None\n    x.requires_grad = False\n    return x",
     "setattr with a plain name": "setattr(p, 'requires_grad', False)",
+    "a class body binding a special method by assignment": (
+        "import enum\nclass Kind(str, enum.Enum):\n    A = 'a'\n    __str__ = str.__str__"
+    ),
     "locals() printed inside a function": "def f(x):\n    y = x + 1\n    print(locals())\n",
     "a docstring that names torch.load": (
         'def f(path):\n    """Like torch.load, but for a plain list of floats."""\n    return path'

@@ -238,6 +238,9 @@ def test_a_crafted_record_puts_none_of_its_text_in_a_message():
     assert str(encoded)[:15] not in line and "a very large int" in line, line
     small = [{**want[0], "record": {"dict": {**want[0]["record"]["dict"], "result": 12345}}}]
     assert "12345" in grading.judge(small, want)[0]
+    dense = "ﬁ" * 30  # letters outside ASCII pack more bytes into a name: not quoted
+    record = [{**want[0], "record": {"dict": {**want[0]["record"]["dict"], "result": dense}}}]
+    assert dense not in grading.judge(record, want)[0]
 
 
 def test_the_cell_that_runs_the_probes_leaves_no_text_for_a_stack_to_show(monkeypatch):
@@ -344,6 +347,67 @@ def _hooked_during_the_call(g, t):
             return g(t)
     finally:
         handle.remove()
+
+
+MEMORY = """
+@probe("memory shared with the input")
+def _(alias):
+    t = torch.arange(6.0)[2:]
+    return {"shares": same_memory(alias(t), t)}
+"""
+
+
+def test_memory_is_shared_by_the_bytes_two_tensors_span_not_by_their_storage_object():
+    """The seventh red team's alias: a second storage over the same bytes (through numpy)."""
+    for alias, shares in [
+        (lambda t: torch.from_numpy(t.numpy()), True),
+        (lambda t: t[1:], True),
+        (lambda t: t.clone(), False),
+    ]:
+        assert _records(MEMORY, alias=alias)[0]["record"]["dict"]["shares"] is shares
+    t = torch.arange(6.0)[2:]  # the known-bad case: comparing the storages' first bytes
+    other = torch.from_numpy(t.numpy())
+    assert other.untyped_storage().data_ptr() != t.untyped_storage().data_ptr()
+
+
+class _Unfreeze:
+    """Puts the flags back when the model that holds it goes (the seventh red team)."""
+
+    def __init__(self, params):
+        self.params = params
+
+    def __del__(self):
+        for p in self.params:
+            p.requires_grad_(True)
+
+
+def _freeze_and_hide_it(model):
+    params = list(model.parameters())
+    for p in params:
+        p.requires_grad_(False)
+    model.undo = _Unfreeze(params)
+
+
+FLAGS = """
+@probe("the flags of the parameters after the call")
+def _(touch):
+    model = torch.nn.Linear(2, 1)
+    touch(model)
+    return {"parameters": dict(model.named_parameters())}
+"""
+
+
+def test_what_a_probe_returns_is_read_before_its_locals_go():
+    """A probe's return is recorded inside it (the grader rewrites ``return``): a finalizer of
+    the answer's that runs when the probe's model goes cannot change what was read."""
+    (result,) = _records(FLAGS, touch=_freeze_and_hide_it)
+    facts = result["record"]["dict"]["parameters"]["dict"]
+    assert [facts[n]["requires_grad"] for n in ("weight", "bias")] == [False, False]
+    model = torch.nn.Linear(2, 1)  # the known-bad case: read after the model went
+    params = dict(model.named_parameters())
+    _freeze_and_hide_it(model)
+    del model
+    assert [p.requires_grad for p in params.values()] == [True, True]
 
 
 def test_a_global_hook_added_while_the_answer_runs_is_tampering():
@@ -478,8 +542,13 @@ def _(double):
             "s.send = lambda *a, **k: send(*a, **k)",  # an instance attribute hiding the method
             False,
         ),
+        (  # the last hop: the socket the IO thread writes to (the seventh red team)
+            "import zmq.sugar.socket as z; send = z.Socket.send_multipart\n"
+            "z.Socket.send_multipart = lambda self, *a, **k: send(self, *a, **k)",
+            False,
+        ),
     ],
-    ids=["untouched", "str printer", "display hook", "packer", "module function", "method"],
+    ids=["untouched", "str printer", "display hook", "packer", "module function", "method", "wire"],
 )
 def test_the_records_leave_by_the_publisher_as_it_was_or_not_at_all(tampering, delivered):
     """In a real kernel: the channel is taken when the tripwire starts (here: attach), and a

@@ -113,6 +113,7 @@ DENIED_MODULES = {
     "course",
     "ipywidgets",
     "comm",
+    "matplotlib_inline",  # IPython's inline backend: it holds get_ipython
     # parts of torch and numpy that load code or native libraries
     "torch.utils.cpp_extension",
     "torch.hub",
@@ -144,6 +145,7 @@ DENIED_NAMES = {
 # Attributes (never needed here) that lead to frames, code, module namespaces or every class.
 DENIED_ATTRIBUTES = {
     "_ip",  # IPython's `exit`, `quit` and display hooks hold the shell as `_ip`
+    "get_ipython",  # the shell, as a name that modules importing IPython keep
     "__globals__",
     "__builtins__",
     "__subclasses__",
@@ -278,6 +280,7 @@ class _Scanner(ast.NodeVisitor):
         self.found: list[tuple[int, str]] = []
         self.magic_lines = magic_lines  # the cell's source has IPython syntax of its own
         self.functions = 0  # how deep in function bodies the visit is
+        self.class_names: set[int] = set()  # names a class body binds (ids of their nodes)
 
     def flag(self, node: ast.AST, reason: str) -> None:
         self.found.append((getattr(node, "lineno", 0), reason))
@@ -308,6 +311,16 @@ class _Scanner(ast.NodeVisitor):
         self.generic_visit(node)
         self.functions -= 1
 
+    def visit_ClassDef(self, node):
+        """A class body may bind special methods by assignment as by ``def`` (``__str__ =
+        str.__str__``); a special name the scan refuses stays refused."""
+        for statement in node.body:
+            targets = statement.targets if isinstance(statement, ast.Assign) else []
+            for target in targets:
+                if isinstance(target, ast.Name) and target.id not in DENIED_NAMES:
+                    self.class_names.add(id(target))
+        self.generic_visit(node)
+
     visit_AsyncFunctionDef = visit_Lambda = visit_FunctionDef
 
     def visit_Name(self, node):
@@ -319,6 +332,7 @@ class _Scanner(ast.NodeVisitor):
             isinstance(node.ctx, ast.Store)
             and node.id.startswith("__")
             and node.id not in HARMLESS_DUNDERS
+            and id(node) not in self.class_names
         ):
             self.flag(node, f"assigns the special name {node.id}")
 

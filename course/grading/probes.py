@@ -92,7 +92,7 @@ def test_cells(nb) -> list[tuple[str, str]]:
 # is data, and the only text of it that may reach the feedback is `_plain`: short, of a few
 # characters, never a hidden test's source or a record's hints.
 
-PLAIN = re.compile(r"[\w .,:()\[\]+-]+")
+PLAIN = re.compile(r"[\w .,:()\[\]+-]+", re.ASCII)  # ASCII: no dense encoding in a name
 TORCH_DTYPES = {str(v) for v in vars(torch).values() if isinstance(v, torch.dtype)}
 # Names of errors to show (torch raises these too); a class the answer made is "an exception".
 BUILTIN_ERRORS = {

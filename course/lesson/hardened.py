@@ -239,7 +239,37 @@ _ITERATING = {
 }
 
 
+def _is_probe(node: ast.AST) -> bool:
+    """A function decorated ``@probe(...)``."""
+    return isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+        isinstance(d, ast.Call) and isinstance(d.func, ast.Name) and d.func.id == "probe"
+        for d in node.decorator_list
+    )
+
+
+class _RecordReturns(ast.NodeTransformer):
+    """``return value`` in a probe's own body becomes ``return _probe_recorded_(value)``: what it
+    returns is read while its locals (the model it built, ...) still live, before code of the
+    answer's that runs when they go (a ``__del__``) could change it."""
+
+    def visit_Return(self, node: ast.Return) -> ast.AST:
+        value = node.value or ast.Constant(None)
+        node.value = _call("_probe_recorded_", value, like=value)
+        return node
+
+    def visit_FunctionDef(self, node: ast.AST) -> ast.AST:
+        return node  # a function defined inside the probe returns as written
+
+    visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = visit_FunctionDef
+
+
 class _Rewrite(ast.NodeTransformer):
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
+        self.generic_visit(node)
+        if _is_probe(node):
+            node.body = [_RecordReturns().visit(statement) for statement in node.body]
+        return node
+
     def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
         self.generic_visit(node)
         if not isinstance(node.ctx, ast.Load):

@@ -54,9 +54,12 @@ class Outbox:
         ]
         if thread is not None:
             self.links += [(socket, "io_thread", thread), (thread, "socket", thread.socket)]
+        # The last hop too: the zmq socket the IO thread writes to (the seventh red team
+        # rewrote records, signed anew, in pyzmq's Socket.send_multipart).
+        wire = getattr(thread, "socket", None)
         classes = {
             c
-            for obj in (publisher, session, socket, thread)
+            for obj in (publisher, session, socket, thread, wire)
             for c in type(obj).__mro__
             if c is not object and not c.__flags__ & (1 << 8)  # Py_TPFLAGS_IMMUTABLETYPE
         }
