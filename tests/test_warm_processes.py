@@ -116,6 +116,24 @@ def test_one_process_starts_every_notebooks_zygote_and_they_end_with_it(tmp_path
     assert not any(Path(f"/proc/{pid}").exists() for pid in zygotes)
 
 
+def test_a_course_in_a_deep_folder_still_gets_warm_kernels(tmp_path):
+    """A Unix socket's path may have 108 bytes at most: a zygote in a deeper folder binds and is
+    reached all the same."""
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    warm_up = WarmUp(expected_prefixes(REPO, ["04_no_grad"]), deep)
+    try:
+        ((_, served),) = warm_up.specs
+        assert len(str(served)) > 108
+        warm_up.wait()
+        assert served.exists(), (deep / "zygotes.log").read_text()
+        pid = request_fork(str(served), {"argv": ["--help"], "env": {}, "cwd": str(tmp_path),
+                                         "policy": "{}"})  # fmt: skip
+        os.kill(pid, signal.SIGKILL)
+    finally:
+        warm_up.close()
+
+
 def test_a_kernel_whose_zygote_failed_does_not_wait_for_it(tmp_path):
     """A zygote whose lesson cells fail says so (its spec goes): a kernel then starts cold at
     once, not after `ZYGOTE_WAIT` seconds."""

@@ -27,6 +27,7 @@ import socket
 import subprocess
 import sys
 import time
+import traceback
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -165,14 +166,21 @@ def _become_kernel(request: dict, namespace: dict, count: int) -> None:
     app.start()
 
 
+@contextlib.contextmanager
+def _short_path(path: str):
+    """``path`` as a Unix socket may take it (108 bytes at most, which a course in a deep folder
+    passes): through a descriptor of its folder, ``/proc/self/fd/<n>/<name>``."""
+    folder = os.open(os.path.dirname(path), os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        yield f"/proc/self/fd/{folder}/{os.path.basename(path)}"
+    finally:
+        os.close(folder)
+
+
 def serve(spec_path: Path) -> None:
     """Run one notebook's prefix, then fork a kernel for each request on its socket."""
     spec = json.loads(spec_path.read_text())
-    try:
-        namespace, count = _run_prefix(spec["sources"])
-    except BaseException:
-        spec_path.unlink(missing_ok=True)  # kernels waiting for this zygote start cold now
-        raise
+    namespace, count = _run_prefix(spec["sources"])  # if it fails, `serve_all` says so
 
     def reap(*_):
         with contextlib.suppress(ChildProcessError):
@@ -181,7 +189,8 @@ def serve(spec_path: Path) -> None:
 
     signal.signal(signal.SIGCHLD, reap)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(spec["socket"] + ".tmp")
+    with _short_path(spec["socket"] + ".tmp") as path:
+        listener.bind(path)
     listener.listen(64)
     os.rename(spec["socket"] + ".tmp", spec["socket"])  # appears only once it accepts
     listener.settimeout(1.0)
@@ -229,6 +238,9 @@ def serve_all(spec_paths: list[Path]) -> None:
                 die_with_parent()  # the grader ends this process: its zygotes end with it
                 if os.getppid() == root:
                     serve(spec_path)
+            except BaseException:
+                traceback.print_exc()  # into the zygotes' log
+                spec_path.unlink(missing_ok=True)  # its kernels start cold at once
             finally:
                 os._exit(0)
         zygotes.append(pid)
@@ -288,7 +300,8 @@ class WarmUp:
 
 def request_fork(sock_path: str, request: dict) -> int:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-        conn.connect(sock_path)
+        with _short_path(sock_path) as path:
+            conn.connect(path)
         conn.sendall((json.dumps(request) + "\n").encode())
         answer = conn.makefile().readline()
     if not answer.strip():
