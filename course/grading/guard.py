@@ -8,7 +8,7 @@ could rebind (the user namespace, ``__import__``, display formatters, the shell)
 test cell, after the last cell and after the hidden tests the grader asks "check"; the answer is
 "ok" or names what changed:
 functions of torch, torch.Tensor, torch.nn.functional, torch.autograd, builtins and the course's
-check and probe helpers; PyTorch's default dtype and global module hooks; Python's
+check and probe helpers; PyTorch's default dtype and global hooks; Python's
 import machinery; IPython's input and AST transformers, event callbacks and shell methods; and
 the imported helpers the lesson bound; the probes' own modules and tables, the records' channel
 (`course.lesson.outbox`) and the notebook's ``__import__``. (What is per thread, such as grad
@@ -33,7 +33,7 @@ import threading
 import types
 
 from ..lesson.outbox import OUTBOX
-from ..lesson.pristine import PER_REQUEST, from_library, unchanged
+from ..lesson.pristine import PER_REQUEST, from_library, global_hooks, unchanged
 from .codescan import denied_attribute
 
 _baseline: dict[str, object] | None = None
@@ -91,7 +91,6 @@ def _state() -> dict[str, object]:
     import torch
     import torch.nn.functional as F
     from IPython import get_ipython
-    from torch.nn.modules import module
 
     import course.lesson.checks
     import course.lesson.hardened
@@ -121,11 +120,7 @@ def _state() -> dict[str, object]:
     state.update(
         {
             "torch default dtype": str(torch.get_default_dtype()),
-            "torch global module hooks": tuple(
-                len(getattr(module, name))
-                for name in dir(module)
-                if name.startswith("_global_") and isinstance(getattr(module, name), dict)
-            ),
+            "torch global hooks": tuple(len(table) for _, table in global_hooks()),
             "sys.meta_path": tuple(sys.meta_path),
             "sys.path_hooks": tuple(sys.path_hooks),
             "sys.modules": tuple(

@@ -214,7 +214,7 @@ class _Namespace:
         return found
 
 
-def _global_hooks() -> tuple:
+def global_hooks() -> tuple:
     """torch's global hook tables (every module's forward hooks, every optimizer's step hooks):
     a hook added there runs inside the probe's own model or optimizer."""
     return tuple(
@@ -237,7 +237,7 @@ class Snapshot:
     ):
         """``mappings``: (label, dict) pairs compared like classes (a name added counts)."""
         classes = _classes() if classes is None else classes
-        mappings = _global_hooks() if mappings is None else mappings
+        mappings = global_hooks() if mappings is None else mappings
         self.namespaces = (
             [_Namespace(m.__name__, vars(m), closed=False, owner=m) for m in modules]
             + [
