@@ -135,6 +135,25 @@ REFUSED = {
     "torch's benchmark Timer": ("from torch.utils import benchmark", "imports benchmark"),
     "a field path in a string": ("string.Formatter().get_field('0._ip', (exit,), {})", "'_ip'"),
     "a special name split in two": ("f(x, '__glo' + 'bals__')", "'__globals__'"),
+    # the eighth red team: a redirected stream's saved target is the kernel's, with its session
+    "the kernel's stream behind a redirect": (
+        "import contextlib\nr = contextlib.redirect_stdout(x)\nr.__enter__()\n"
+        "real = r._old_targets[-1]",
+        "uses the attribute _old_targets",
+    ),
+    "the kernel's session": ("stream.session.msg = forge", "uses the attribute session"),
+    "the kernel's request": ("shell.kernel.get_parent()", "uses the attribute get_parent"),
+    "the wrapper's target, which the tripwire follows": (
+        "w.__wrapped__ = f",
+        "writes the special attribute __wrapped__",
+    ),
+    "a magic that changes the shell's settings": (
+        "%config InteractiveShell.ast_node_interactivity = 'all'",
+        "uses the IPython magic %config",
+    ),
+    "the debugger on": ("%pdb on", "uses the IPython magic %pdb"),
+    "code inside %%capture": ("%%capture out\nimport os", "imports os"),
+    "IPython.display beyond display": ("from IPython.display import HTML", "IPython.display"),
 }
 
 
@@ -177,6 +196,17 @@ ALLOWED = {
     "methodcaller with a literal": "import operator\noperator.methodcaller('numel')",
     "%timeit and help lines": "%timeit -n1 sum([1])\nx = 1\nx?",
     "a syntax error": "def f(:\n",  # fails when it runs; nothing to withhold
+    # styles the eighth round's honest students wrote
+    "display imported from IPython": "from IPython.display import display, clear_output",
+    "a hand-written decorator copying the name": (
+        "def logged(f):\n    def w(*a):\n        return f(*a)\n"
+        "    w.__name__ = f.__name__\n    w.__qualname__ = f.__qualname__\n"
+        "    w.__doc__ = f.__doc__\n    return w"
+    ),
+    "a version string": "__version__ = '0.1'\n__author__ = 'me'",
+    "printing and traceback settings": "%precision 4\n%xmode Minimal\n%pdb off\nx = 1",
+    "the inline plots' format": "%config InlineBackend.figure_format = 'retina'",
+    "a captured cell": "%%capture out\nx = 1",
 }
 
 

@@ -241,6 +241,15 @@ def test_a_crafted_record_puts_none_of_its_text_in_a_message():
     dense = "ﬁ" * 30  # letters outside ASCII pack more bytes into a name: not quoted
     record = [{**want[0], "record": {"dict": {**want[0]["record"]["dict"], "result": dense}}}]
     assert dense not in grading.judge(record, want)[0]
+    # The eighth red team read the hidden source from the kernel's request and sent it back as
+    # plain strings where a tensor was expected, 40 characters a probe: a str's text is quoted
+    # only where a str is expected, and at most `PLAIN_LIMIT` characters of it.
+    chunk = "SElOVFMgPSB7CiAgInJlc3VsdCI6"
+    record = [{**want[0], "record": {"dict": {**want[0]["record"]["dict"], "result": chunk}}}]
+    (line,) = grading.judge(record, want)
+    assert chunk[:8] not in line and "got a str, expected" in line, line
+    assert '"dead"' in grading.difference("dead", "ok", 0, 0)  # a label: quoted
+    assert chunk[:8] not in grading.difference(chunk, "ok", 0, 0)
 
 
 def test_the_cell_that_runs_the_probes_leaves_no_text_for_a_stack_to_show(monkeypatch):
@@ -316,6 +325,23 @@ def test_a_fact_forged_while_the_answer_runs_is_tampering():
     ]
     assert grading.tampered(forged) == ["torch.is_grad_enabled"]
     assert grading.tampered(honest) == []
+
+
+def _float64_inside(g, t):
+    """Honest: works in float64 while it runs and puts the default back (torch itself rebinds
+    torch.Storage meanwhile)."""
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        with torch.no_grad():
+            return g(t)
+    finally:
+        torch.set_default_dtype(before)
+
+
+def test_torchs_own_rebinding_while_the_answer_runs_is_not_tampering():
+    (record,) = _records(TRACKED, f=_float64_inside)
+    assert "tampered" not in record and record["record"]["dict"]["tracking on"] == 0, record
 
 
 def test_the_probes_builtins_are_their_own_and_a_patched_builtin_is_tampering(monkeypatch):
@@ -521,6 +547,26 @@ def _(double):
 """
 
 
+RELAY = """
+import sys
+real = sys.stdout
+class Relay:
+    def write(self, text):
+        return real.write(text)
+    def flush(self):
+        session = real.session
+        build = type(session).msg
+        def msg(*args, **kwargs):
+            del session.msg
+            message = build(session, *args, **kwargs)
+            message["content"] = dict(message["content"])  # rewrites nothing here, but could
+            return message
+        session.msg = msg
+        real.flush()
+sys.stdout = Relay()
+"""
+
+
 @pytest.mark.parametrize(
     "tampering, delivered",
     [
@@ -547,8 +593,22 @@ def _(double):
             "z.Socket.send_multipart = lambda self, *a, **k: send(self, *a, **k)",
             False,
         ),
+        (  # a stream whose flush gives the session a one-shot msg that rewrites the records
+            # (the eighth red team): the publisher's publish flushed it after the check
+            RELAY,
+            False,
+        ),
     ],
-    ids=["untouched", "str printer", "display hook", "packer", "module function", "method", "wire"],
+    ids=[
+        "untouched",
+        "str printer",
+        "display hook",
+        "packer",
+        "module function",
+        "method",
+        "wire",
+        "stream",
+    ],
 )
 def test_the_records_leave_by_the_publisher_as_it_was_or_not_at_all(tampering, delivered):
     """In a real kernel: the channel is taken when the tripwire starts (here: attach), and a

@@ -126,9 +126,20 @@ DENIED_MODULES = {
     "numpy.lib.format",
 }
 # Harmless names of a refused module, allowed in ``from MODULE import NAME``.
-HARMLESS_IMPORTS = {"types": {"SimpleNamespace"}}
+HARMLESS_IMPORTS = {"types": {"SimpleNamespace"}, "IPython.display": {"display", "clear_output"}}
 # Special names a class body or a notebook may assign as ordinary Python does.
-HARMLESS_DUNDERS = {"__slots__", "__match_args__", "__hash__", "__doc__", "__all__"}
+HARMLESS_DUNDERS = {
+    "__slots__",
+    "__match_args__",
+    "__hash__",
+    "__doc__",
+    "__all__",
+    "__version__",
+    "__author__",
+}
+# Special attributes a hand-written decorator copies onto its wrapper (as functools.wraps does,
+# without ``__wrapped__``, which the tripwire follows).
+WRITABLE_DUNDERS = {"__name__", "__qualname__", "__doc__"}
 DENIED_NAMES = {
     "exec": "runs code given as text",
     "eval": "runs code given as text",
@@ -196,6 +207,16 @@ DENIED_ATTRIBUTES = {
     "eval_frame",
     "load",
     "ctypeslib",
+    # the kernel's link to the grader: a redirected stream's saved target is the kernel's own
+    # stream, which holds the session that signs every message (the eighth red team)
+    "_old_targets",
+    "_new_target",
+    "session",
+    "pub_socket",
+    "iopub_socket",
+    "iopub_thread",
+    "parent_header",
+    "get_parent",
 }
 DENIED_ATTRIBUTE_PREFIXES = ("co_",)
 # Strings that name a way out (``getattr(torch, "os")``, ``"{0.__globals__}".format(f)``).
@@ -221,13 +242,28 @@ BY_NAME = {"attrgetter", "methodcaller"}
 # "__class__", Liar)`` gives a module a lying class) is refused like ``x.__class__ = ...``.
 SETTERS = {"setattr", "delattr", "__setattr__", "__delattr__"}
 # IPython line and cell magics an answer may keep (timing, help, listing variables).
-ALLOWED_MAGICS = {"timeit", "time", "pinfo", "pinfo2", "who", "whos", "who_ls", "matplotlib"}
-CODE_MAGICS = {"timeit", "time"}  # their argument is code, scanned like the rest
+ALLOWED_MAGICS = {
+    "timeit",
+    "time",
+    "capture",
+    "pinfo",
+    "pinfo2",
+    "who",
+    "whos",
+    "who_ls",
+    "matplotlib",
+}
+CODE_MAGICS = {"timeit", "time", "capture"}  # their arguments are code, scanned like the rest
 # Magics allowed with these arguments only: IPython's own autoreload (it re-imports modules whose
-# files changed, and none can change in the sandbox); any other extension is code.
+# files changed, and none can change in the sandbox), printing and traceback styles, the inline
+# plots' format, the debugger turned off; any other extension or setting is code.
 MAGIC_ARGUMENTS = {
     "load_ext": re.compile(r"\s*autoreload\s*"),
     "autoreload": re.compile(r"[\w\s-]*"),
+    "precision": re.compile(r"\s*\d{0,2}\s*"),
+    "xmode": re.compile(r"\s*(Plain|Context|Verbose|Minimal|Docs)?\s*"),
+    "pdb": re.compile(r"\s*(off|0)\s*"),
+    "config": re.compile(r"\s*InlineBackend\.figure_formats?\s*=\s*[\w'\"{}\[\], -]*"),
 }
 
 
@@ -339,7 +375,11 @@ class _Scanner(ast.NodeVisitor):
     def visit_Attribute(self, node):
         if denied_attribute(node.attr):
             self.flag(node, f"uses the attribute {node.attr}")
-        elif isinstance(node.ctx, (ast.Store, ast.Del)) and node.attr.startswith("__"):
+        elif (
+            isinstance(node.ctx, (ast.Store, ast.Del))
+            and node.attr.startswith("__")
+            and not (isinstance(node.ctx, ast.Store) and node.attr in WRITABLE_DUNDERS)
+        ):
             self.flag(node, f"writes the special attribute {node.attr}")
         self.generic_visit(node)
 

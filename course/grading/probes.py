@@ -100,10 +100,17 @@ BUILTIN_ERRORS = {
 }
 
 
-def _plain(text: object, default: str = "something else") -> str:
+# The longest string of a student's record that the feedback quotes: a name, a dtype, a label or
+# an answer like "b". Every quoted character is one the answer chose, and the eighth red team
+# moved the hidden tests into its feedback 40 of them a probe. A tampered name ("torch.nn.Module.
+# __call__") may be longer: at most ten of them a notebook, not one a probe.
+PLAIN_LIMIT, NAME_LIMIT = 20, 40
+
+
+def _plain(text: object, default: str = "something else", limit: int = PLAIN_LIMIT) -> str:
     """``text`` if it is a short plain string (a name, a dtype, an answer like "b"), else
     ``default``."""
-    plain = isinstance(text, str) and len(text) <= 40 and PLAIN.fullmatch(text)
+    plain = isinstance(text, str) and len(text) <= limit and PLAIN.fullmatch(text)
     return text if plain else default
 
 
@@ -138,8 +145,8 @@ def _describe(value) -> str:
         return f"an object of class {_plain(value.get('object'), '?')}"
     if isinstance(value, bool) or value is None:
         return repr(value)
-    if isinstance(value, str):
-        return f"a str {_short(value)}"
+    if isinstance(value, str):  # where a str is not expected, its text helps nobody
+        return "a str"
     article = "an" if type(value).__name__ == "int" else "a"
     return f"{article} {type(value).__name__} {_short(value)}"
 
@@ -288,7 +295,7 @@ def tampered(got: list[dict] | None) -> list[str]:
         if "tampered" in record:
             found = record["tampered"]
             listed = found[:10] if isinstance(found, list) and found else ["something else"]
-            names.update(_plain(n, "something else") for n in listed)
+            names.update(_plain(n, "something else", NAME_LIMIT) for n in listed)
     return sorted(names)[:10]
 
 

@@ -77,10 +77,15 @@ def zygote_socket(prefix: Path) -> str | None:
     socket not yet) wait for it, at most `ZYGOTE_WAIT` seconds: a fork costs a fraction of a
     cold start, which would also compete with the starting zygotes for the same cores."""
     socket, spec = _beside(prefix, ".sock"), _beside(prefix, ".zygote.json")
-    deadline = time.monotonic() + ZYGOTE_WAIT
-    while not socket.exists() and spec.exists() and time.monotonic() < deadline:
+    return str(socket) if _served(spec, socket, time.monotonic() + ZYGOTE_WAIT) else None
+
+
+def _served(spec: Path, socket: Path, deadline: float, alive=lambda: True) -> bool:
+    """Wait while a zygote starts (its spec there, its socket not yet, ``alive()`` true), until
+    ``deadline``; whether it serves. A zygote that failed removes its spec."""
+    while not socket.exists() and spec.exists() and alive() and time.monotonic() < deadline:
         time.sleep(0.05)
-    return str(socket) if socket.exists() else None
+    return socket.exists()
 
 
 def leading_code(notebook: nbformat.NotebookNode, count: int) -> list[int]:
@@ -281,10 +286,7 @@ class WarmUp:
         """Block until every zygote serves (or failed: its notebook is graded cold)."""
         deadline = time.monotonic() + timeout
         for spec, served in self.specs:
-            while not served.exists() and spec.exists() and self.process.poll() is None:
-                if time.monotonic() > deadline:
-                    return
-                time.sleep(0.05)
+            _served(spec, served, deadline, lambda: self.process.poll() is None)
 
     def close(self) -> None:
         if self.process is not None:

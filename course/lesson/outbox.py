@@ -2,20 +2,24 @@
 
 Not as a cell's value: the shell writes a value's text with its display formatter, where a cell
 can register a printer for ``str`` (the third red team rewrote every record that way). The records
-go as a display message of their own type (`RECORDS_MIME`), sent by the kernel's display
-publisher as it was when the grader's tripwire started (`course.grading.guard.snapshot` calls
-`attach` before the first cell a student could have written): its bound ``publish``, the session,
-socket and packer it sends with, the classes and modules they come from (compared as
+go as a display message of their own type (`RECORDS_MIME`), built and sent with the kernel's
+session and socket as they were when the grader's tripwire started (`course.grading.guard.snapshot`
+calls `attach` before the first cell a student could have written): the session's class's own
+``msg`` and ``send``, its packer and signer, the publisher's socket and IO thread, the streams
+``sys.stdout`` and ``sys.stderr``, the classes and modules they come from (compared as
 `course.lesson.pristine` compares torch's), no instance attribute hiding one of their methods,
-and no display hook (a hook may rewrite or drop a message). If any of that changed, nothing is
-sent: the grader finds no records and the hidden tests earn nothing. The grader takes records
-only from exactly one such message per block (`course.grading.probes.read_records`), so one
-more, sent by the answer, spoils them too.
+and no display hook. If any of that changed, nothing is sent: the grader finds no records and the
+hidden tests earn nothing. Nothing a cell can replace runs between that check and the send: not
+the publisher's ``publish``, which first flushes ``sys.stdout`` (the eighth red team's stream
+ran there, after the check, and rewrote the records as the session built the message). The
+grader takes records only from exactly one such message per block
+(`course.grading.probes.read_records`), so one more, sent by the answer, spoils them too.
 """
 
 from __future__ import annotations
 
 import builtins
+import sys
 
 from . import pristine
 
@@ -47,6 +51,8 @@ class Outbox:
         thread = getattr(socket, "io_thread", None)
         # Each link: (object, attribute, what it held).
         self.links = [
+            (sys, "stdout", sys.stdout),
+            (sys, "stderr", sys.stderr),
             (publisher, "session", session),
             (publisher, "pub_socket", socket),
             (session, "pack", session.pack),
@@ -67,7 +73,9 @@ class Outbox:
         self.snapshot = pristine.Snapshot(modules, sorted(classes, key=str), ())
         self.parts = [obj for obj in (publisher, session, socket, thread) if obj is not None]
         self.shadows = _shadows(self.parts)
-        self.publish = publisher.publish
+        # Read from the class now: called unbound, so no later lookup on the session decides.
+        self.session, self.socket, self.topic = session, socket, publisher.topic
+        self.build, self.transmit = type(session).msg, type(session).send
         self.publisher = publisher
 
     def intact(self) -> bool:
@@ -83,8 +91,12 @@ class Outbox:
     def send(self, text: str) -> None:
         """Send the records' JSON text to the grader, or nothing when the channel was changed."""
         self.attach()  # a kernel the tripwire did not start in: the publisher as it is now
-        if self.intact():
-            self.publish({RECORDS_MIME: text})
+        if not self.intact():
+            return
+        content = {"data": {RECORDS_MIME: text}, "metadata": {}, "transient": {}}
+        parent = self.publisher.parent_header
+        message = self.build(self.session, "display_data", content, parent=parent)
+        self.transmit(self.session, self.socket, message, ident=self.topic)
 
 
 def _shadows(parts: list) -> set[tuple[int, str, int]]:

@@ -117,6 +117,9 @@ MODULES = (
 )
 # What the kernel itself sets anew in builtins for each request (and unsets between them).
 PER_REQUEST = {"get_ipython", "input", "exit", "quit", "display", "displayhook", "excepthook"}
+# Names that their own library rebinds: torch.set_default_dtype points torch.Storage at the
+# storage class of the new dtype (an answer that sets float64 and puts it back is honest).
+UNWATCHED = {"builtins": PER_REQUEST, "torch": {"Storage"}}
 _MISSING = object()
 _map, _len, _any, _is_not, _type = map, len, any, operator.is_not, type
 _repeat = itertools.repeat
@@ -167,9 +170,7 @@ class _Namespace:
     def __init__(self, label: str, mapping, closed: bool, owner: object = None):
         self.label, self.mapping, self.closed, self.owner = label, mapping, closed, owner
         self.kind = _type(owner)
-        self.keys = tuple(
-            k for k in mapping.keys() if not (label == "builtins" and k in PER_REQUEST)
-        )
+        self.keys = tuple(k for k in mapping.keys() if k not in UNWATCHED.get(label, ()))
         self.read = operator.itemgetter(*self.keys) if len(self.keys) > 1 else None
         self.values = self._read()
 
