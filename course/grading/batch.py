@@ -280,7 +280,14 @@ def grade(
             on_outcome(outcome)
 
     outcomes: dict[tuple[str, str], Outcome] = {}
-    with tempfile.TemporaryDirectory(prefix="course-grade-") as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix="course-grade-") as tmp,
+        # The zygotes first: they take seconds to start, while the roster and the snapshot are
+        # made; every job's kernel waits for its notebook's (`warm.zygote_socket`).
+        contextlib.closing(
+            WarmUp(expected_prefixes(course.root, chosen if warm else []), Path(tmp) / "warm")
+        ),
+    ):
         workdir = Path(tmp)
         jobs = []
         # Student by student, each assignment in turn: every notebook's warm process is used
@@ -317,8 +324,6 @@ def grade(
             jobs.remove(job)
             kept.add((job.assignment, job.student))
         phase("grading; kernels wait for their notebook's warm process" if warm else "grading")
-        graded = sorted({job.assignment for job in jobs}) if warm else []
-        warm_up = WarmUp(expected_prefixes(course.root, graded), workdir / "warm")
         recorded = set(kept)
         try:
             with contextlib.closing(run_jobs(jobs, workers, executor)) as results:
@@ -329,8 +334,6 @@ def grade(
         except KeyboardInterrupt:
             resume.interrupted(course, chosen, selection, recorded)
             raise Interrupted(len(recorded), len(jobs) + len(kept)) from None
-        finally:
-            warm_up.close()
     resume.finished(course)
     return [outcomes[(a, s)] for a in chosen for s in roster]
 

@@ -78,12 +78,17 @@ def run_jobs(
     pool = _local_pool(workers) if own else executor
     limit = workers if own else max(1, len(jobs))
     running: dict[Future, tuple[Job, int, Executor]] = {}
+
+    def fill() -> None:
+        while queue and len(running) < limit:
+            job, attempt = queue.popleft()
+            running[pool.submit(run, job)] = (job, attempt, pool)
+
     try:
         while queue or running:
-            while queue and len(running) < limit:
-                job, attempt = queue.popleft()
-                running[pool.submit(run, job)] = (job, attempt, pool)
+            fill()
             finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            finals = []
             for future in finished:
                 job, attempt, ran_on = running.pop(future)
                 try:
@@ -94,7 +99,9 @@ def run_jobs(
                         pool.shutdown(wait=False, cancel_futures=True)
                         pool = _local_pool(workers)
                 if (final := _settle(result, job, attempt, queue)) is not None:
-                    yield final
+                    finals.append(final)
+            fill()  # before the caller records these: no worker waits for that
+            yield from finals
     except BaseException:  # interrupted, or the caller stopped early (GeneratorExit)
         for future in running:
             future.cancel()
