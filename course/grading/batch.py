@@ -280,12 +280,14 @@ def grade(
             on_outcome(outcome)
 
     outcomes: dict[tuple[str, str], Outcome] = {}
+    # Zygotes only for what someone on the roster handed in (a term's later assignments may have
+    # no submission yet), and first: they take seconds to start, while the submissions are
+    # checked and the gradebook snapshot is made (a kernel waits for its notebook's zygote).
+    handed_in = [a for a in chosen if set(roster) & set(course.submitted_students(a))]
     with (
         tempfile.TemporaryDirectory(prefix="course-grade-") as tmp,
-        # The zygotes first: they take seconds to start, while the roster and the snapshot are
-        # made; every job's kernel waits for its notebook's (`warm.zygote_socket`).
         contextlib.closing(
-            WarmUp(expected_prefixes(course.root, chosen if warm else []), Path(tmp) / "warm")
+            WarmUp(expected_prefixes(course.root, handed_in if warm else []), Path(tmp) / "warm")
         ),
     ):
         workdir = Path(tmp)
