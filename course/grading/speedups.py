@@ -25,12 +25,14 @@ import types
 
 import jsonschema
 import nbformat.validator
+import nbgrader.api
 import nbgrader.nbgraderformat.common as nbgrader_format
 
 
 def cache_validators() -> None:
     cache_notebook_validators()
     cache_cell_metadata_validators()
+    reuse_engines()
 
 
 def cache_notebook_validators() -> None:
@@ -59,3 +61,15 @@ def _validate(instance, schema) -> None:
 def cache_cell_metadata_validators() -> None:
     """Make nbgrader's cell metadata checks reuse one checked schema (idempotent)."""
     nbgrader_format.jsonschema = types.SimpleNamespace(validate=_validate)
+
+
+def reuse_engines() -> None:
+    """Make nbgrader's ``Gradebook`` reuse one SQLAlchemy engine per database URL (idempotent).
+
+    nbgrader makes a new engine for every ``Gradebook`` it opens (a dozen per graded notebook),
+    and an engine's compiled-statement cache dies with it: every query was compiled again, about
+    a third of recording a notebook. ``Gradebook.close`` still disposes of the engine's
+    connections, so no file stays open between uses; the engine only keeps its cache.
+    """
+    if not hasattr(nbgrader.api.create_engine, "cache_info"):
+        nbgrader.api.create_engine = functools.lru_cache(maxsize=64)(nbgrader.api.create_engine)
