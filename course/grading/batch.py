@@ -20,7 +20,7 @@ from . import resume
 from .coursedir import Course, CourseError, nbgrader_reason
 from .jobs import Job, JobResult
 from .probes import ReferenceError, cache_dir, expected_prefixes, expected_records
-from .replay import replay_api
+from .record import RecordError, record
 from .runner import run_jobs
 from .warm import WarmUp
 
@@ -162,22 +162,20 @@ def _scores(api, assignment: str, student: str) -> Outcome:
     return Outcome(assignment, student, status, detail, score, max_score, cell_scores, cell_max)
 
 
-def _record(course: Course, recorder, api, result: JobResult) -> Outcome:
+def _record(course: Course, api, result: JobResult, workdir: Path) -> Outcome:
     """Write a finished job's grades into the real gradebook and its files into the course."""
     problem = None if result.ok else result.failure or classify_failure(result.log)
     grader_fault = result.failure is not None
     if problem is None:
-        merged = recorder.autograde(result.assignment, result.student, force=True, create=True)
-        if not merged["success"]:  # the submission ran: recording it is the grader's part
+        try:
+            record(course, api, result, workdir)
+        except (RecordError, OSError) as error:  # the submission ran: recording is our part
             grader_fault = True
-            problem = "error: the executed notebook could not be recorded: " + classify_failure(
-                f"{merged.get('log', '')}\n{merged.get('error') or ''}"
-            )
+            problem = f"error: the graded notebook could not be recorded: {error}"[:300]
     if problem is not None:
         outcome = _failed(api, result.assignment, result.student, problem)
         outcome.grader_fault = grader_fault
         return outcome
-    _settle_manual_flags(api, result.assignment, result.student)
     outcome = _recorded(course, api, result.assignment, result.student)
     feedback = course.root / "feedback" / result.student / result.assignment
     if feedback.exists():
@@ -198,18 +196,6 @@ def _recorded(course: Course, api, assignment: str, student: str) -> Outcome:
             filter(None, [f"tests withheld for review: {withheld}", outcome.detail])
         )
     return outcome
-
-
-def _settle_manual_flags(api, assignment: str, student: str) -> None:
-    """nbgrader's autograde flags every written answer as needing a manual grade again, even one
-    a person has graded: such an answer is graded, so clear the flag (its score stays)."""
-    with api.gradebook as gb:
-        submission = gb.find_submission(assignment, student)
-        for notebook in submission.notebooks:
-            for grade in notebook.grades:
-                if grade.manual_score is not None and grade.needs_manual_grade:
-                    grade.needs_manual_grade = False
-        gb.db.commit()
 
 
 def _withheld(course: Course, assignment: str, student: str) -> str:
@@ -315,7 +301,6 @@ def grade(
             for student in roster:
                 gb.update_or_create_student(student)
         shutil.copy2(course.gradebook, workdir / "gradebook.db")
-        recorder = replay_api(course, workdir)
         selection = list(students_asked) if students_asked is not None else None
         kept, earlier = set(), resume.recorded(course, chosen, selection)
         for job in [j for j in jobs if (j.assignment, j.student) in earlier]:
@@ -331,7 +316,7 @@ def grade(
             with contextlib.closing(run_jobs(jobs, workers, executor)) as results:
                 for result in results:
                     with _interrupt_deferred():  # never half-recorded
-                        done(_record(course, recorder, api, result))
+                        done(_record(course, api, result, workdir))
                         recorded.add((result.assignment, result.student))
         except KeyboardInterrupt:
             resume.interrupted(course, chosen, selection, recorded)
@@ -354,7 +339,7 @@ class Interrupted(Exception):
 @contextlib.contextmanager
 def _interrupt_deferred() -> Iterator[None]:
     """Hold a Ctrl-C (SIGINT) until the block has run, then raise it: recording one submission
-    takes about a second and must not stop halfway (an autograded/ folder deleted, a grade
+    must not stop halfway (an autograded/ folder deleted, a grade
     half-written)."""
     if threading.current_thread() is not threading.main_thread():
         yield  # signals reach only the main thread

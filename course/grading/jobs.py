@@ -2,9 +2,9 @@
 
 A job gets the course's config, one assignment's source, a snapshot of the gradebook and one
 student's submission, and runs nbgrader's own autograde and feedback on them in a private scratch
-course. It leaves the executed notebooks there and returns where the feedback pages are. The
-caller then records the grades in the one real gradebook by replaying the executed outputs
-through nbgrader (`course.grading.replay`), so the gradebook is only ever written from one process.
+course. It leaves the autograded notebooks there and returns the rows autograde wrote (plain
+data) and where the feedback pages are. The caller then records them in the one real course
+(`course.grading.record`), so the gradebook is only ever written from one process.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ class JobResult:
     log: str  # nbgrader's log and traceback, for the failure reason
     feedback: Path | None  # <scratch>/feedback/<student>/<assignment>, None if not written
     failure: str | None = None  # the grader's own trouble, not the submission's: retried
+    rows: dict | None = None  # what autograde wrote in the scratch gradebook (`job_rows`)
 
 
 def scratch_dir(workdir: Path, assignment: str, student: str) -> Path:
@@ -70,6 +71,22 @@ def prepare(job: Job) -> Course:
     return course
 
 
+def job_rows(api, assignment: str, student: str) -> dict:
+    """What autograde wrote for one submission in a (scratch) gradebook, as plain data:
+    ``{notebook: {"late_penalty": float|None, "grades": {cell: score|None},
+    "comments": {cell: text|None}}}``."""
+    with api.gradebook as gb:
+        submission = gb.find_submission(assignment, student)
+        return {
+            notebook.name: {
+                "late_penalty": notebook.late_submission_penalty,
+                "grades": {grade.name: grade.auto_score for grade in notebook.grades},
+                "comments": {comment.name: comment.auto_comment for comment in notebook.comments},
+            }
+            for notebook in submission.notebooks
+        }
+
+
 def run_job(job: Job) -> JobResult:
     """Autograde and write feedback for one submission in its scratch course."""
     course = prepare(job)
@@ -82,6 +99,8 @@ def run_job(job: Job) -> JobResult:
         found = re.search(rf"{KernelStartFailed.__name__}: (.+)", log)
         trouble = f"the grading kernel could not start: {found[1][:200]}" if found else None
         return JobResult(job.assignment, job.student, False, log, None, trouble)
+    rows = job_rows(api, job.assignment, job.student)
     feedback = api.generate_feedback(job.assignment, job.student, force=True)
     pages = course.root / "feedback" / job.student / job.assignment
-    return JobResult(job.assignment, job.student, True, log, pages if feedback["success"] else None)
+    done = pages if feedback["success"] else None
+    return JobResult(job.assignment, job.student, True, log, done, rows=rows)
