@@ -154,6 +154,41 @@ REFUSED = {
     "the debugger on": ("%pdb on", "uses the IPython magic %pdb"),
     "code inside %%capture": ("%%capture out\nimport os", "imports os"),
     "IPython.display beyond display": ("from IPython.display import HTML", "IPython.display"),
+    # the ninth red team: attribute readers handed on, a grammar the scan could not read
+    "attrgetter under another name": (
+        "import operator\nag = operator.attrgetter\nag(''.join(parts))(torch)",
+        "uses attrgetter other than called at once",
+    ),
+    "attrgetter imported under another name": (
+        "from operator import attrgetter as ag",
+        "imports attrgetter under another name",
+    ),
+    "attrgetter handed to map": (
+        "from operator import attrgetter\nlist(map(attrgetter, names))",
+        "uses attrgetter other than called at once",
+    ),
+    "a future that changes the syntax": (
+        "from __future__ import barry_as_FLUFL",
+        "imports barry_as_FLUFL from __future__",
+    ),
+    "a field path read at run time": (
+        "import string\nstring.Formatter().get_field('0.' + name, (f,), {})",
+        "uses the attribute get_field",
+    ),
+    "code beside a top-level await": ("await thing()\nimport os", "imports os"),
+    "vars called outside the function that binds the name": (
+        "def f():\n    vars = []\ndef g(o):\n    return vars(o)",
+        "uses vars",
+    ),
+    "vars bound only by a comprehension": (
+        "def f(o):\n    [0 for vars in []]\n    return vars(o)",
+        "uses vars",
+    ),
+    "vars declared global": (
+        "def f(o):\n    global vars\n    vars = 1\n    return vars(o)",
+        "uses vars",
+    ),
+    "open as a notebook variable": ("open = None", "uses open"),
 }
 
 
@@ -207,7 +242,27 @@ ALLOWED = {
     "printing and traceback settings": "%precision 4\n%xmode Minimal\n%pdb off\nx = 1",
     "the inline plots' format": "%config InlineBackend.figure_format = 'retina'",
     "a captured cell": "%%capture out\nx = 1",
+    # the ninth round's honest students
+    "a function's own variable named like a builtin": (
+        "def leaf_inputs(y):\n    vars = []\n    vars.append(y)\n    return vars"
+    ),
+    "a parameter named like a builtin": "def f(open=None, input=0):\n    return open, input",
+    "Python 2's futures": "from __future__ import division, print_function, absolute_import",
+    "attrgetter imported and called with a literal": (
+        "from operator import attrgetter\nsorted(xs, key=attrgetter('name'))"
+    ),
 }
+
+
+@pytest.mark.parametrize("name", ["attrgetter", "methodcaller", "get_field", "__globals__"])
+def test_computed_names_cannot_fetch_what_the_scan_refuses(name):
+    import operator
+
+    from course.grading.guard import _gated_getattr
+
+    with pytest.raises(AttributeError, match="not available to graded code"):
+        _gated_getattr(operator, name)
+    assert _gated_getattr(operator, "add") is operator.add
 
 
 @pytest.mark.parametrize("name", sorted(ALLOWED))

@@ -250,6 +250,28 @@ def test_a_crafted_record_puts_none_of_its_text_in_a_message():
     assert chunk[:8] not in line and "got a str, expected" in line, line
     assert '"dead"' in grading.difference("dead", "ok", 0, 0)  # a label: quoted
     assert chunk[:8] not in grading.difference(chunk, "ok", 0, 0)
+    # The ninth red team put it in a tensor's "shape": eight ints of thousands of digits. A shape
+    # is quoted only when a kernel could hold such a tensor.
+    for shape in ([encoded] * 8, [2**20, 2**20, 2**20], [-encoded], [0, encoded]):
+        record = [
+            {
+                **want[0],
+                "record": {
+                    "dict": {**want[0]["record"]["dict"], "result": {**tensor, "shape": shape}}
+                },
+            }
+        ]
+        (line,) = grading.judge(record, want)
+        assert str(encoded)[:6] not in line and str(2**20) not in line, line
+    record = [
+        {
+            **want[0],
+            "record": {
+                "dict": {**want[0]["record"]["dict"], "result": {**tensor, "shape": [7, 0, 3]}}
+            },
+        }
+    ]
+    assert "[7, 0, 3]" in " ".join(grading.judge(record, want))  # a real shape: quoted
 
 
 def test_the_cell_that_runs_the_probes_leaves_no_text_for_a_stack_to_show(monkeypatch):

@@ -200,6 +200,7 @@ DENIED_ATTRIBUTES = {
     "ag_frame",
     "ag_code",
     "with_traceback",
+    "get_field",  # string.Formatter's: reads an attribute path given as text, at run time
     "_getframe",
     "_current_frames",
     "load_library",
@@ -235,9 +236,24 @@ DENIED_STRINGS = {
     "IPython",
     "course",
 }
-# operator's callables that reach attributes by name: the names must be literals. (getattr,
-# setattr and delattr may take computed names: the kernel's are gated, `course.grading.guard`.)
+# operator's callables that reach attributes by name: called at once, with literal names, and
+# never handed on under another name (``ag = operator.attrgetter; ag(name)``, the ninth red team).
+# (getattr, setattr and delattr may take computed names: the kernel's are gated,
+# `course.grading.guard`.)
 BY_NAME = {"attrgetter", "methodcaller"}
+# ``from __future__ import`` features that change nothing in Python 3 but annotations; the others
+# (``barry_as_FLUFL``) change the grammar of later cells, which the scan would then not read.
+HARMLESS_FUTURES = {
+    "annotations",
+    "nested_scopes",
+    "generators",
+    "division",
+    "absolute_import",
+    "with_statement",
+    "print_function",
+    "unicode_literals",
+    "generator_stop",
+}
 # What writes or deletes an attribute by name: a special one (``object.__setattr__(torch,
 # "__class__", Liar)`` gives a module a lying class) is refused like ``x.__class__ = ...``.
 SETTERS = {"setattr", "delattr", "__setattr__", "__delattr__"}
@@ -301,6 +317,39 @@ def _joined(node: ast.AST) -> str | None:
     return None
 
 
+def _local_names(function: ast.AST) -> set[str]:
+    """The variables a function (or lambda) binds for itself: its parameters and the names it
+    assigns, not those it declares global or nonlocal, not those of the functions, classes and
+    comprehensions inside it. In that function and the ones inside it, such a name is never the
+    builtin."""
+    arguments = function.args
+    names = {
+        a.arg
+        for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
+        + [arguments.vararg, arguments.kwarg]
+        if a is not None
+    }
+    declared: set[str] = set()
+    body = function.body if isinstance(function.body, list) else [function.body]
+    todo = list(body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.Global, ast.Nonlocal)):
+            declared.update(node.names)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)  # its own scope is not this one: only its name is bound here
+            todo.extend(node.decorator_list)
+            continue
+        elif isinstance(
+            node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+        ):
+            continue  # scopes of their own: what they bind is not this function's
+        todo.extend(ast.iter_child_nodes(node))
+    return names - declared
+
+
 def _is_shell_call(node: ast.AST) -> bool:
     """``get_ipython().<something>``: what IPython turns ``%``, ``!`` and ``?`` lines into."""
     return (
@@ -316,7 +365,9 @@ class _Scanner(ast.NodeVisitor):
         self.found: list[tuple[int, str]] = []
         self.magic_lines = magic_lines  # the cell's source has IPython syntax of its own
         self.functions = 0  # how deep in function bodies the visit is
+        self.local_names: list[set[str]] = []  # each enclosing function's own variables
         self.class_names: set[int] = set()  # names a class body binds (ids of their nodes)
+        self.called_by_name: set[int] = set()  # attrgetter/methodcaller called with literals
 
     def flag(self, node: ast.AST, reason: str) -> None:
         self.found.append((getattr(node, "lineno", 0), reason))
@@ -330,6 +381,14 @@ class _Scanner(ast.NodeVisitor):
         module = node.module or ""
         if node.level:
             self.flag(node, "uses a relative import")
+        if module == "__future__":
+            for alias in node.names:
+                if alias.name not in HARMLESS_FUTURES:
+                    self.flag(node, f"imports {alias.name} from __future__ (it changes the syntax)")
+            return
+        for alias in node.names:
+            if alias.name in BY_NAME and alias.asname not in (None, alias.name):
+                self.flag(node, f"imports {alias.name} under another name")
         harmless = HARMLESS_IMPORTS.get(module, set())
         if harmless and all(alias.name in harmless for alias in node.names):
             return
@@ -344,7 +403,9 @@ class _Scanner(ast.NodeVisitor):
 
     def visit_FunctionDef(self, node):
         self.functions += 1
+        self.local_names.append(_local_names(node))
         self.generic_visit(node)
+        self.local_names.pop()
         self.functions -= 1
 
     def visit_ClassDef(self, node):
@@ -359,9 +420,16 @@ class _Scanner(ast.NodeVisitor):
 
     visit_AsyncFunctionDef = visit_Lambda = visit_FunctionDef
 
+    def _by_name(self, node: ast.AST, name: str) -> None:
+        if name in BY_NAME and id(node) not in self.called_by_name:
+            self.flag(node, f"uses {name} other than called at once with a literal name")
+
     def visit_Name(self, node):
         if node.id == "locals" and self.functions:
             return  # a function's own names, copied: a debug print, never the notebook's
+        self._by_name(node, node.id)
+        if node.id in DENIED_NAMES and any(node.id in names for names in self.local_names):
+            return  # a function's own variable (``vars = []``): the builtin is out of its reach
         if node.id in DENIED_NAMES:
             self.flag(node, f"uses {node.id}, which {DENIED_NAMES[node.id]}")
         elif (
@@ -373,6 +441,7 @@ class _Scanner(ast.NodeVisitor):
             self.flag(node, f"assigns the special name {node.id}")
 
     def visit_Attribute(self, node):
+        self._by_name(node, node.attr)
         if denied_attribute(node.attr):
             self.flag(node, f"uses the attribute {node.attr}")
         elif (
@@ -414,6 +483,7 @@ class _Scanner(ast.NodeVisitor):
                 isinstance(n, ast.Constant) and isinstance(n.value, str) for n in names
             ):
                 self.flag(node, f"{called} with an attribute name computed at run time")
+            self.called_by_name.add(id(func))
         elif called in SETTERS:
             # setattr(obj, name, ...) and object.__setattr__(obj, name, ...) name it second,
             # obj.__setattr__(name, ...) first: a special name in either place is refused.
@@ -463,8 +533,8 @@ def _allowed_arguments(magic: str, arguments: list[ast.expr]) -> bool:
 def scan_source(source: str) -> list[tuple[int, str]]:
     """(line, reason) for each thing in one cell's code that student code may not do."""
     python = TransformerManager().transform_cell(source)
-    try:
-        tree = ast.parse(python)
+    try:  # as the kernel compiles a cell: an ``await`` at the top level runs there
+        tree = compile(python, "<cell>", "exec", ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
     except SyntaxError:
         return []  # it fails when it runs, like any syntax error; nothing to withhold
     magic_lines = python.strip() != source.strip() and "get_ipython" not in source

@@ -34,14 +34,15 @@ import types
 
 from ..lesson.outbox import OUTBOX
 from ..lesson.pristine import PER_REQUEST, from_library, global_hooks, unchanged
-from .codescan import denied_attribute
+from .codescan import BY_NAME, denied_attribute
 
 _baseline: dict[str, object] | None = None
 _getattr, _setattr, _delattr = builtins.getattr, builtins.setattr, builtins.delattr
 
 
 def _refused(name: object) -> bool:
-    return isinstance(name, str) and denied_attribute(name)
+    # attrgetter and methodcaller too: fetched by a computed name, they would read any attribute
+    return isinstance(name, str) and (denied_attribute(name) or name in BY_NAME)
 
 
 def _gated_getattr(obj, name, *default):

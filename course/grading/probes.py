@@ -105,6 +105,7 @@ BUILTIN_ERRORS = {
 # moved the hidden tests into its feedback 40 of them a probe. A tampered name ("torch.nn.Module.
 # __call__") may be longer: at most ten of them a notebook, not one a probe.
 PLAIN_LIMIT, NAME_LIMIT = 20, 40
+MAX_ELEMENTS = 2**33  # more than any tensor a grading kernel can hold (8 GiB of bools)
 
 
 def _plain(text: object, default: str = "something else", limit: int = PLAIN_LIMIT) -> str:
@@ -114,18 +115,28 @@ def _plain(text: object, default: str = "something else", limit: int = PLAIN_LIM
     return text if plain else default
 
 
+def _is_shape(value) -> bool:
+    """A list that could be a tensor's shape: at most 8 sizes, none negative, and no more
+    elements in all than a kernel's memory could hold. Sizes of any length carried the hidden
+    tests' source in their digits (the ninth red team)."""
+    if type(value) is not list or len(value) > 8:
+        return False
+    if not all(type(n) is int and 0 <= n <= MAX_ELEMENTS for n in value):
+        return False
+    return math.prod(n for n in value if n) <= MAX_ELEMENTS
+
+
 def _short(value) -> str:
     """A value from a record, as the grader writes it: a short plain string, a number (an int of
-    at most 15 digits), a bool, None or a shape (a short list of ints); anything else is
-    "something else" (a list of strings in the place of a shape could carry the hidden test's
-    source)."""
+    at most 15 digits), a bool, None or a shape (`_is_shape`); anything else is "something else"
+    (a list of strings in the place of a shape could carry the hidden test's source)."""
     if isinstance(value, str):
         return json.dumps(_plain(value, "a long or unusual string"))
     if type(value) is int and abs(value) >= 10**15:  # its digits could carry any text
         return "a very large int"
     if value is None or type(value) in (bool, int, float):
         return json.dumps(value)
-    if type(value) is list and len(value) <= 8 and all(type(n) is int for n in value):
+    if _is_shape(value):
         return json.dumps(value)
     return "something else"
 
