@@ -4,6 +4,9 @@ reason a student can read."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import nbformat
 import pytest
 
@@ -252,6 +255,28 @@ ALLOWED = {
         "from operator import attrgetter\nsorted(xs, key=attrgetter('name'))"
     ),
 }
+
+
+def test_a_string_annotation_is_scanned_before_typing_runs_it():
+    """typing.get_type_hints evaluates string annotations as code: one built at run time is
+    refused in the grading kernel (run in a process of its own: the gate patches typing)."""
+    program = """
+import typing
+from course.grading import guard
+guard._scan_string_annotations()
+def f(x: "".join(["__imp", "ort__('o", "s')"])): pass
+try:
+    typing.get_type_hints(f)
+except SyntaxError as error:
+    print("refused:", error)
+def g(x: "list[int]"): pass
+print(typing.get_type_hints(g))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, check=True, cwd=REPO
+    )
+    assert "refused: a string annotation that graded code may not run" in done.stdout
+    assert "{'x': list[int]}" in done.stdout, done.stdout
 
 
 @pytest.mark.parametrize("name", ["attrgetter", "methodcaller", "get_field", "__globals__"])

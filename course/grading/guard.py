@@ -31,10 +31,11 @@ import socket
 import sys
 import threading
 import types
+import typing
 
 from ..lesson.outbox import OUTBOX
 from ..lesson.pristine import PER_REQUEST, from_library, global_hooks, unchanged
-from .codescan import BY_NAME, denied_attribute
+from .codescan import BY_NAME, denied_attribute, scan_source
 
 _baseline: dict[str, object] | None = None
 _getattr, _setattr, _delattr = builtins.getattr, builtins.setattr, builtins.delattr
@@ -84,6 +85,23 @@ def _gate(namespace: dict) -> None:
     namespace["__builtins__"] = gated
 
 
+def _scan_string_annotations() -> None:
+    """typing evaluates a string annotation as code (``get_type_hints``, and through it
+    ``functools.singledispatch``'s ``register``): a string built at run time would be code the
+    scan never read. Each forward reference is scanned as it is made and refused like a cell."""
+    made = typing.ForwardRef.__init__
+    if getattr(made, "scans", False):
+        return
+
+    def init(self, arg, *args, **kwargs):
+        if isinstance(arg, str) and (found := scan_source(arg)):
+            raise SyntaxError(f"a string annotation that graded code may not run: {found[0][1]}")
+        made(self, arg, *args, **kwargs)
+
+    init.scans = True
+    typing.ForwardRef.__init__ = init
+
+
 def _entries(prefix: str, namespace: dict) -> dict[str, object]:
     return {f"{prefix}.{name}": value for name, value in namespace.items()}
 
@@ -109,6 +127,7 @@ def _state() -> dict[str, object]:
         ("builtins", {k: v for k, v in vars(builtins).items() if k not in PER_REQUEST}),
         ("math", vars(math)),
         ("linecache", vars(linecache)),
+        ("typing.ForwardRef", vars(typing.ForwardRef)),
         ("course.lesson.checks", vars(course.lesson.checks)),
         ("course.lesson.probes", vars(course.lesson.probes)),
         ("course.lesson.hardened", vars(course.lesson.hardened)),
@@ -256,6 +275,7 @@ def snapshot() -> str:
     if shell is not None:
         _gate(shell.user_ns)
         _lesson.update(_helpers(shell.user_ns))
+    _scan_string_annotations()
     OUTBOX.attach()  # the channel the probes' records will leave by, as it is now
     _baseline = _with_code(_state())
     return "ok"
