@@ -15,6 +15,7 @@ from pathlib import Path
 
 import nbformat
 from nbgrader.api import MissingEntry
+from sqlalchemy.exc import SQLAlchemyError
 
 from . import resume
 from .coursedir import Course, CourseError, nbgrader_reason
@@ -169,7 +170,9 @@ def _record(course: Course, api, result: JobResult, workdir: Path) -> Outcome:
     if problem is None:
         try:
             record(course, api, result, workdir)
-        except (RecordError, OSError) as error:  # the submission ran: recording is our part
+        except (RecordError, OSError, SQLAlchemyError, MissingEntry) as error:
+            # the submission ran: recording it is the grader's part (a gradebook that another
+            # program holds locked, a full disk)
             grader_fault = True
             problem = f"error: the graded notebook could not be recorded: {error}"[:300]
     if problem is not None:
