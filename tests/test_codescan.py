@@ -192,6 +192,28 @@ REFUSED = {
         "uses vars",
     ),
     "open as a notebook variable": ("open = None", "uses open"),
+    # the tenth red team: public helpers that read closures and frames or resolve names
+    "torch's closure reader": (
+        "from torch._jit_internal import get_closure",
+        "imports from torch._jit_internal",
+    ),
+    "torch's resolver reached as an attribute": (
+        "torch.jit._jit_internal.createResolutionCallbackFromEnv(f)(name)",
+        "uses the attribute _jit_internal",
+    ),
+    "torch's dotted-name importer": (
+        "torch._utils._import_dotted_name(n)",
+        "uses the attribute _import_dotted_name",
+    ),
+    "dataclasses' code maker": ("dataclasses._create_fn('f', [], body)", "_create_fn"),
+    "a Formatter subclass": (
+        "import string\nclass F(string.Formatter):\n    pass",
+        "uses the attribute Formatter",
+    ),
+    "logging.config's resolver": (
+        "import logging.config\nlogging.config.BaseConfigurator({}).resolve(n)",
+        "imports logging.config",
+    ),
 }
 
 

@@ -342,9 +342,7 @@ def test_a_fact_forged_while_the_answer_runs_is_tampering():
     forged = _records(TRACKED, f=_patched_during_the_call)
     assert forged[0]["tampered"] == ["torch.is_grad_enabled"]
     problems = grading.judge(forged, honest)
-    assert problems == [
-        f"f runs g under no_grad: no point: {grading.TAMPERED} (torch.is_grad_enabled)"
-    ]
+    assert problems == [f"f runs g under no_grad: no point: {grading.TAMPERED}"]
     assert grading.tampered(forged) == ["torch.is_grad_enabled"]
     assert grading.tampered(honest) == []
 
@@ -462,7 +460,7 @@ def test_a_global_hook_added_while_the_answer_runs_is_tampering():
     (forged,) = _records(TRACKED, f=_hooked_during_the_call)
     (name,) = forged["tampered"]
     assert name.startswith("global forward_pre_hooks."), forged
-    assert grading.tampered([forged]) == [name], "named in the feedback: short and plain"
+    assert grading.tampered([forged]) == ["a hook added to torch's global forward_pre_hooks"]
     (honest,) = _records(TRACKED, f=_honest)
     assert "record" in honest, honest
 
@@ -504,12 +502,46 @@ def test_a_torch_function_mode_left_on_is_tampering():
         assert "record" in _records(DOUBLE, double=_double)[0]
 
 
-def test_what_the_kernel_names_as_tampered_is_shown_only_when_plain():
+def test_what_the_kernel_names_as_tampered_is_shown_only_when_the_grader_finds_it():
+    """The kernel chooses these strings: the tenth red team added methods to torch.Tensor named
+    after 26-character slices of the hidden tests, ten quoted a probe. Only names of things in
+    the grader's own modules are repeated; an added name only as where it was added."""
     title = "f runs g under no_grad"
-    crafted = [{"title": title, "tampered": ["x" * 300, "torch.sum", 7]}]
-    assert grading.tampered(crafted) == ["something else", "torch.sum"]
+    secret = "gen_seeded_2021_for_trial_in_range"
+    crafted = [
+        {
+            "title": title,
+            "tampered": [
+                "x" * 300,
+                "torch.sum",
+                7,
+                f"torch._tensor.Tensor.{secret}",
+                f"a mode of class {secret} left on",
+                f"os.{secret}",
+            ],
+        }
+    ]
+    assert grading.tampered(crafted) == [
+        "a name added to torch._tensor.Tensor",
+        "a torch function mode left on",
+        "something else",
+        "torch.sum",
+    ]
     assert grading.tampered([{"title": title, "tampered": []}]) == ["something else"]
-    assert "x" * 41 not in grading.judge(crafted, _records(TRACKED, f=_honest))[0]
+    lines = grading.judge(crafted, _records(TRACKED, f=_honest))
+    assert not any(secret[:8] in line or "x" * 41 in line for line in lines), lines
+
+
+def test_the_tripwires_answer_is_repeated_only_as_it_answers():
+    """The tripwire lives in the student's process: a replaced one can answer anything."""
+    assert grading.tripwire_answer("ok") == "ok"
+    assert (
+        grading.tripwire_answer("changed: torch.add, notebook name.check_leaves, SElOVFMgPSB7")
+        == "changed: torch.add, a helper the lesson defines, something else"
+    )
+    leak = "HINTS = {'result': 'seeded(101)'} " * 2000
+    assert "seeded" not in grading.tripwire_answer(leak)
+    assert "seeded" not in grading.tripwire_answer("changed: " + leak)
 
 
 LIBRARY_CHANGE = """

@@ -122,6 +122,9 @@ DENIED_MODULES = {
     "torch.serialization",
     "torch._dynamo",
     "torch.utils.benchmark",  # its Timer runs a string as code
+    "torch._jit_internal",
+    "torch._utils",
+    "logging.config",
     "numpy.ctypeslib",
     "numpy.lib.format",
 }
@@ -201,6 +204,20 @@ DENIED_ATTRIBUTES = {
     "ag_code",
     "with_traceback",
     "get_field",  # string.Formatter's: reads an attribute path given as text, at run time
+    # the tenth red team: public helpers that read closures and frames, fetch any attribute or
+    # object by a name given as text, or run text as code, with their own module's builtins
+    "Formatter",  # string's: vformat fetches the path, a subclass's format_field keeps it
+    "_jit_internal",  # torch's: get_closure, createResolutionCallbackFrom{Env,Frame,Closure}
+    "get_closure",
+    "createResolutionCallbackFromEnv",
+    "createResolutionCallbackFromFrame",
+    "createResolutionCallbackFromClosure",
+    "_import_dotted_name",  # torch._utils': an import and a getattr chain
+    "_create_fn",  # dataclasses': exec of the text it is given
+    "BaseConfigurator",  # logging.config's: resolve() imports any dotted name
+    "DictConfigurator",
+    "dictConfig",
+    "fileConfig",
     "_getframe",
     "_current_frames",
     "load_library",

@@ -32,6 +32,7 @@ from .probes import (
     read_records,
     split_hidden,
     tampered,
+    tripwire_answer,
 )
 from .repair import source_notebook
 from .sandbox import Limits, kernel_uid, kill_uid, policy_for, session_cpu_seconds
@@ -229,11 +230,12 @@ class GradingExecute(Execute):
         return line.decode(errors="replace").strip() or "the tripwire did not answer"
 
     def _guard_ask(self, request: bytes) -> str:
+        """The tripwire's answer once student code has run: what the feedback may repeat of it."""
         try:
             self._guard_channel.write(request + b"\n")
         except OSError:
             return "the tripwire did not answer"
-        return self._guard_answer()
+        return tripwire_answer(self._guard_answer())
 
     def _matching_prefix(self, nb, resources, lead: list[str]) -> dict[int, int]:
         """Map cell index -> prefix position when the notebook's leading code cells are exactly
@@ -347,6 +349,7 @@ class GradingExecute(Execute):
         reveal = self.reveal_after_due and past_due(self.resources)
         if not self._guard_holds("after the last cell"):  # a cell after the tests changed them
             return self._withhold_probed()
+        named: set[str] = set()
         for index, grade_id, hidden in self._probes:
             cell = self.nb.cells[index]
             if any(o.output_type == "error" for o in cell.outputs):
@@ -367,8 +370,11 @@ class GradingExecute(Execute):
                 records = read_records(run.outputs)
                 problems = judge(records, self._expected[grade_id], reveal)
                 if changed := tampered(records):
+                    new = [name for name in changed if name not in named][: 10 - len(named)]
+                    named.update(new)  # at most ten names a notebook, each once
                     self._withheld.append(
-                        f"the hidden tests of {grade_id}: {TAMPERED}: " + ", ".join(changed)
+                        f"the hidden tests of {grade_id}: {TAMPERED}"
+                        + (": " + ", ".join(new) if new else "")
                     )
             if problems:
                 cell.outputs.insert(0, failure_output(problems))

@@ -21,7 +21,9 @@ import math
 import os
 import re
 import shutil
+import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 import nbformat
@@ -29,6 +31,7 @@ import torch
 from nbclient import NotebookClient
 
 from ..lesson.outbox import RECORDS_MIME
+from ..lesson.pristine import global_hooks
 from . import atomic
 from .warm import Prefix, leading_code, prefix_sources, widget_buffer_lists
 
@@ -278,8 +281,8 @@ def judge(got: list[dict] | None, want: list[dict], reveal: bool = False) -> lis
                 problems.append(f"{title}: not implemented yet")
             else:  # its message is the student's text, free to carry the hidden inputs
                 problems.append(f"{title}: raised {kind}")
-        elif "tampered" in mine:
-            problems.append(f"{title}: no point: {TAMPERED} ({', '.join(tampered([mine]))})")
+        elif "tampered" in mine:  # what was replaced is named once, in the notebook's finding
+            problems.append(f"{title}: no point: {TAMPERED}")
         elif "record" not in mine:
             problems.append(f"{title}: no result")
         else:
@@ -296,18 +299,91 @@ def judge(got: list[dict] | None, want: list[dict], reveal: bool = False) -> lis
 
 
 TAMPERED = "while it ran, code in the notebook had replaced what the tests rely on"
+# What the tripwire (`course.grading.guard`) names besides the modules' and classes' names.
+TRIPWIRE_ENTRIES = {
+    "torch default dtype",
+    "torch global hooks",
+    "sys.meta_path",
+    "sys.path_hooks",
+    "sys.modules",
+    "IPython input transformers",
+    "IPython AST transformers",
+    "IPython events",
+    "notebook's __import__",
+    "notebook's __builtins__",
+}
+_MISSING = object()
+
+
+def _found_in(owner, name: str):
+    """``owner``'s attribute ``name`` as it is stored (a module's or a class's own, or a base
+    class's), never computed: no property, no module ``__getattr__`` runs."""
+    for holder in owner.__mro__ if isinstance(owner, type) else (owner,):
+        stored = getattr(holder, "__dict__", None)
+        if isinstance(stored, Mapping) and name in stored:
+            return stored[name]
+    return _MISSING
+
+
+def known_name(name: object) -> str:
+    """A name the student's kernel reported as replaced, as the feedback may repeat it: the
+    name of something in the grader's own modules (``torch.Tensor.add``, ``builtins.getattr``)
+    or one of the tripwire's own entries. Other text, which the kernel is free to choose (the
+    tenth red team put the hidden tests in the names of methods it added), is said only as
+    where it was added, or "something else"."""
+    if not isinstance(name, str) or len(name) > 200:
+        return "something else"
+    name = name.removesuffix(" code")  # the tripwire's entry for a function's swapped code
+    if name in TRIPWIRE_ENTRIES:
+        return name
+    if name.startswith("IPython shell."):
+        return "a method of the IPython shell"
+    if name.startswith("notebook name."):
+        return "a helper the lesson defines"
+    if name.startswith("course."):
+        return "a name in the course's own modules (the probes, the checks, the tripwire)"
+    if name.startswith("a mode of class ") and name.endswith(" left on"):
+        return "a torch function mode left on"  # its class name is the answer's to choose
+    table = name.split(".")[0]
+    if table in {label for label, _ in global_hooks()}:
+        return f"a hook added to torch's {table}"
+    parts = name.split(".")
+    depth = next((n for n in range(len(parts), 0, -1) if ".".join(parts[:n]) in sys.modules), 0)
+    if not depth or parts[0] not in ("torch", "builtins", "math", "linecache", "typing"):
+        return "something else"
+    owner = sys.modules[".".join(parts[:depth])]
+    for index in range(depth, len(parts)):
+        found = _found_in(owner, parts[index])
+        if found is _MISSING:
+            last = index == len(parts) - 1
+            return f"a name added to {'.'.join(parts[:index])}" if last else "something else"
+        owner = found
+    return name
 
 
 def tampered(got: list[dict] | None) -> list[str]:
     """What the student's kernel said was replaced while its probes ran (`course.lesson.probes`
-    and `course.lesson.pristine`), as plain names; [] when nothing was."""
+    and `course.lesson.pristine`), as names the grader can find itself (`known_name`); [] when
+    nothing was."""
     names = set()
     for record in got or []:
         if "tampered" in record:
             found = record["tampered"]
             listed = found[:10] if isinstance(found, list) and found else ["something else"]
-            names.update(_plain(n, "something else", NAME_LIMIT) for n in listed)
+            names.update(known_name(n) for n in listed)
     return sorted(names)[:10]
+
+
+def tripwire_answer(answer: str) -> str:
+    """The tripwire's answer as the grader may repeat it: "ok", its fixed messages, or
+    "changed: " and at most ten `known_name`s. The kernel wrote it: anything else is not
+    quoted."""
+    if answer in ("ok", "no snapshot was taken", "the tripwire did not answer"):
+        return answer
+    if not answer.startswith("changed: "):
+        return "the tripwire answered what it never answers (it was replaced)"
+    names = [known_name(n) for n in answer.removeprefix("changed: ").split(", ")[:10]]
+    return "changed: " + ", ".join(dict.fromkeys(names))
 
 
 def failure_output(problems: list[str]) -> nbformat.NotebookNode:
