@@ -192,6 +192,11 @@ REFUSED = {
         "uses vars",
     ),
     "open as a notebook variable": ("open = None", "uses open"),
+    "a builtin handed in as a parameter's default": (
+        "def f(open=open):\n    return open(p)",
+        "uses open",
+    ),
+    "locals() as a default, outside the function": ("def f(x=locals()):\n    return x", "locals"),
     # the tenth red team: public helpers that read closures and frames or resolve names
     "torch's closure reader": (
         "from torch._jit_internal import get_closure",

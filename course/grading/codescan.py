@@ -419,9 +419,23 @@ class _Scanner(ast.NodeVisitor):
                 self.flag(node, f"imports {alias.name} from {module}")
 
     def visit_FunctionDef(self, node):
+        arguments = node.args
+        parameters = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
+        parameters += [a for a in (arguments.vararg, arguments.kwarg) if a is not None]
+        # Decorators, defaults and annotations run where the function is defined, not in it:
+        # ``def f(open=open)`` hands the builtin in.
+        for outside in [
+            *getattr(node, "decorator_list", []),
+            *arguments.defaults,
+            *(d for d in arguments.kw_defaults if d is not None),
+            *(p.annotation for p in parameters if p.annotation is not None),
+            *([node.returns] if getattr(node, "returns", None) else []),
+        ]:
+            self.visit(outside)
         self.functions += 1
         self.local_names.append(_local_names(node))
-        self.generic_visit(node)
+        for statement in node.body if isinstance(node.body, list) else [node.body]:
+            self.visit(statement)
         self.local_names.pop()
         self.functions -= 1
 
