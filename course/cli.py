@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -189,6 +190,10 @@ def _run(course, args) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from .grading.coursedir import Course, CourseError, CourseTrouble
+    from .grading.resume import STOP_SIGNALS
+
+    for signum in STOP_SIGNALS:  # stop as after Ctrl-C: nothing of the run is left running
+        signal.signal(signum, signal.default_int_handler)
 
     try:
         course = Course.at(args.course)

@@ -118,13 +118,19 @@ def _check_resumes(root: Path, kept: set[str]) -> None:
     assert not (root / ".course" / "interrupted.json").exists()
 
 
-def test_ctrl_c_while_jobs_run_stops_at_once_and_the_next_run_picks_up(course_root):
+@pytest.mark.parametrize("stop", ["ctrl-c", "kill"])
+def test_ctrl_c_while_jobs_run_stops_at_once_and_the_next_run_picks_up(course_root, stop):
+    """Ctrl-C reaches the whole process group; `kill` (or a closed terminal, a scheduler) sends
+    SIGTERM to the grader alone, which once left its zygotes running."""
     run = _start(course_root)
     deadline = time.monotonic() + 600
     while not list(course_root.glob("autograded/*/*/*.ipynb")):  # one recorded, others running
         assert run.poll() is None and time.monotonic() < deadline, run.communicate()
         time.sleep(0.1)
-    os.killpg(run.pid, signal.SIGINT)
+    if stop == "ctrl-c":
+        os.killpg(run.pid, signal.SIGINT)
+    else:
+        os.kill(run.pid, signal.SIGTERM)
     _check_stopped(course_root, run, time.monotonic())
     _check_resumes(course_root, _recorded(course_root))
 

@@ -341,17 +341,21 @@ class Interrupted(Exception):
 
 @contextlib.contextmanager
 def _interrupt_deferred() -> Iterator[None]:
-    """Hold a Ctrl-C (SIGINT) until the block has run, then raise it: recording one submission
-    must not stop halfway (an autograded/ folder deleted, a grade
-    half-written)."""
+    """Hold a Ctrl-C, or a request to stop (`resume.STOP_SIGNALS`), until the block has run,
+    then raise it: recording one submission must not stop halfway (an autograded/ folder
+    deleted, a grade half-written)."""
     if threading.current_thread() is not threading.main_thread():
         yield  # signals reach only the main thread
         return
     caught: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    previous = {
+        signum: signal.signal(signum, lambda signum, frame: caught.append(signum))
+        for signum in (signal.SIGINT, *resume.STOP_SIGNALS)
+    }
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     if caught:
         raise KeyboardInterrupt

@@ -1,19 +1,25 @@
 """Picking up an interrupted grading run where it stopped.
 
-A run stopped by Ctrl-C (`course.grading.batch.Interrupted`) leaves ``.course/interrupted.json``:
-the submissions it recorded, each with a digest of its files and of the assignment's source. The
-next run of the same command keeps those (their grades are in the gradebook already) and grades
-the rest; a submission or source changed since is graded again. A run that finishes removes it.
+A run stopped by Ctrl-C or a stop signal (`course.grading.batch.Interrupted`) leaves
+``.course/interrupted.json``: the submissions it recorded, each with a digest of its files and
+of the assignment's source. The next run of the same command keeps those (their grades are in
+the gradebook already) and grades the rest; a submission or source changed since is graded
+again. A run that finishes removes it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import signal
 from pathlib import Path
 
 from . import atomic
 from .coursedir import Course
+
+# A stop asked for by `kill`, a closed terminal or a job scheduler is handled as Ctrl-C is (the
+# command line makes them raise KeyboardInterrupt): zygotes, workers and kernels end with the run.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
 def _path(course: Course) -> Path:
