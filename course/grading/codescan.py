@@ -334,18 +334,17 @@ def _joined(node: ast.AST) -> str | None:
     return None
 
 
+def _parameters(arguments: ast.arguments) -> list[ast.arg]:
+    every = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
+    return every + [a for a in (arguments.vararg, arguments.kwarg) if a is not None]
+
+
 def _local_names(function: ast.AST) -> set[str]:
     """The variables a function (or lambda) binds for itself: its parameters and the names it
     assigns, not those it declares global or nonlocal, not those of the functions, classes and
     comprehensions inside it. In that function and the ones inside it, such a name is never the
     builtin."""
-    arguments = function.args
-    names = {
-        a.arg
-        for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
-        + [arguments.vararg, arguments.kwarg]
-        if a is not None
-    }
+    names = {parameter.arg for parameter in _parameters(function.args)}
     declared: set[str] = set()
     body = function.body if isinstance(function.body, list) else [function.body]
     todo = list(body)
@@ -420,15 +419,13 @@ class _Scanner(ast.NodeVisitor):
 
     def visit_FunctionDef(self, node):
         arguments = node.args
-        parameters = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
-        parameters += [a for a in (arguments.vararg, arguments.kwarg) if a is not None]
         # Decorators, defaults and annotations run where the function is defined, not in it:
         # ``def f(open=open)`` hands the builtin in.
         for outside in [
             *getattr(node, "decorator_list", []),
             *arguments.defaults,
             *(d for d in arguments.kw_defaults if d is not None),
-            *(p.annotation for p in parameters if p.annotation is not None),
+            *(p.annotation for p in _parameters(arguments) if p.annotation is not None),
             *([node.returns] if getattr(node, "returns", None) else []),
         ]:
             self.visit(outside)
