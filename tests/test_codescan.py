@@ -306,6 +306,30 @@ print(typing.get_type_hints(g))
     assert "{'x': list[int]}" in done.stdout, done.stdout
 
 
+def test_a_test_cells_own_names_never_replace_the_students():
+    """A test cell that binds `first` leaves the student's helper `first` as it was (the hidden
+    tests call the student's functions after the last cell); what it adds stays for the tests
+    below, and the student's value of a lesson name (`probe`) comes back after the test."""
+    program = """
+from IPython.core.interactiveshell import InteractiveShell
+from course.grading import guard
+shell = InteractiveShell.instance()
+shell.run_cell("probe = 'the lesson'", store_history=True)
+guard._lesson.update(probe=shell.user_ns["probe"])
+shell.run_cell("first = 'the student'; probe = 'the student'", store_history=True)
+guard.lend()
+shell.run_cell("assert probe == 'the lesson'; first = 'the test'; helper = 'the test'; 42",
+               store_history=True)
+guard.give_back()
+print(shell.user_ns["first"], "|", shell.user_ns["probe"], "|", shell.user_ns["helper"], "|",
+      shell.user_ns["_"])
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, check=True, cwd=REPO
+    )
+    assert done.stdout.split("\n")[-2] == "the student | the student | the test | 42", done.stdout
+
+
 @pytest.mark.parametrize("name", ["attrgetter", "methodcaller", "get_field", "__globals__"])
 def test_computed_names_cannot_fetch_what_the_scan_refuses(name):
     import operator

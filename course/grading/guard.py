@@ -202,7 +202,13 @@ def _helpers(namespace: dict) -> dict[str, object]:
 # find the lesson's.
 _lesson: dict[str, object] = {}
 _students: dict[str, object] = {}
+# Every name as it was when the test cell started: what the test's own code rebinds is put back
+# after it, so a test's `first = ...` never replaces the student's helper `first` (the hidden
+# tests, which run after the last cell, call the student's functions among these names).
+_before: dict[str, object] = {}
 _UNBOUND = object()
+# What IPython itself rebinds after every cell: the last results and the last inputs.
+_IPYTHON_OWN = {"_", "__", "___", "_i", "_ii", "_iii"}
 
 
 def lend() -> str:
@@ -214,12 +220,20 @@ def lend() -> str:
         if current is not value:
             _students.setdefault(name, current)
             namespace[name] = value
+    _before.clear()
+    _before.update(namespace)
     return "ok"
 
 
 def give_back() -> str:
-    """After the test cell: the student's values of those names again."""
+    """After the test cell: every name it rebound as it was before (names it added stay, for the
+    tests below; IPython's own, such as `_` and `_i`, are IPython's), then the student's values of
+    the lesson's names."""
     namespace = _namespace()
+    for name, value in _before.items():
+        if name not in _IPYTHON_OWN and namespace.get(name, _UNBOUND) is not value:
+            namespace[name] = value
+    _before.clear()
     for name, value in _students.items():
         if value is _UNBOUND:
             namespace.pop(name, None)
