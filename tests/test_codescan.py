@@ -219,6 +219,29 @@ REFUSED = {
         "import logging.config\nlogging.config.BaseConfigurator({}).resolve(n)",
         "imports logging.config",
     ),
+    # the eleventh red team: text run as code with the interpreter's own builtins, and
+    # functools' attribute copiers told which attributes to copy
+    "rlcompleter's eval": ("import rlcompleter", "imports rlcompleter"),
+    "torch.fx's generated code": ("from torch import fx", "imports fx from torch"),
+    "torch.fx as an attribute": ("torch.fx.symbolic_trace(m)", "uses the attribute fx"),
+    "numpy.f2py's eval": ("import numpy.f2py.crackfortran", "imports numpy.f2py"),
+    "a class body's field table": (
+        "class C:\n    __annotations__['x'] = int",
+        "uses __annotations__",
+    ),
+    "update_wrapper told what to copy": (
+        "functools.update_wrapper(box, f, assigned=(name,), updated=())",
+        "update_wrapper with attribute names to copy",
+    ),
+    "wraps told what to copy, positionally": (
+        "@functools.wraps(f, (name,))\ndef g(): pass",
+        "wraps with attribute names to copy",
+    ),
+    "update_wrapper handed on": (
+        "copy_attrs = functools.update_wrapper",
+        "uses update_wrapper other than called at once",
+    ),
+    "wraps imported under another name": ("from functools import wraps as w", "under another name"),
 }
 
 
@@ -278,6 +301,11 @@ ALLOWED = {
     ),
     "a parameter named like a builtin": "def f(open=None, input=0):\n    return open, input",
     "Python 2's futures": "from __future__ import division, print_function, absolute_import",
+    "functools.wraps as a decorator": (
+        "import functools\ndef deco(f):\n    @functools.wraps(f)\n    def g(*a):\n"
+        "        return f(*a)\n    return g"
+    ),
+    "update_wrapper of a wrapper and a function": "functools.update_wrapper(g, f)",
     "attrgetter imported and called with a literal": (
         "from operator import attrgetter\nsorted(xs, key=attrgetter('name'))"
     ),
@@ -298,12 +326,18 @@ except SyntaxError as error:
     print("refused:", error)
 def g(x: "list[int]"): pass
 print(typing.get_type_hints(g))
+def h(x: "_take(getattr)"): pass
+try:
+    typing.get_type_hints(h, globalns={"_take": print})
+except SyntaxError as error:
+    print("call refused:", error)
 """
     done = subprocess.run(
         [sys.executable, "-c", program], capture_output=True, text=True, check=True, cwd=REPO
     )
     assert "refused: a string annotation that graded code may not run" in done.stdout
     assert "{'x': list[int]}" in done.stdout, done.stdout
+    assert "call refused: a string annotation that graded code may not run: it calls" in done.stdout
 
 
 def test_a_test_cells_own_names_never_replace_the_students():

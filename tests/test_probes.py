@@ -121,7 +121,18 @@ def test_only_the_references_titles_tolerances_and_hints_count():
 def test_unreadable_or_missing_results_fail_plainly():
     want = _want()
     assert grading.judge(None, want)[0].startswith("the hidden tests could not read")
-    assert grading.judge(_records(DOUBLE), want) == ["double of a vector: double is not defined"]
+    asked = grading.asked_names(DOUBLE)
+    assert asked == {"double"}
+    missing = grading.judge(_records(DOUBLE), want, asked=asked)
+    assert missing == ["double of a vector: double is not defined"]
+    # a name the probes never ask for is the kernel's text: it is not repeated (the eleventh red
+    # team's "missing" names carried the hidden block, 20 characters a probe)
+    forged = [
+        {**missing_record, "missing": "for x, y in batches:"} for missing_record in _records(DOUBLE)
+    ]
+    assert grading.judge(forged, want, asked=asked) == [
+        "double of a vector: a function it calls is not defined"
+    ]
     stub = grading.judge(
         _records(DOUBLE, double=lambda x: (_ for _ in ()).throw(NotImplementedError())), want
     )

@@ -127,6 +127,10 @@ DENIED_MODULES = {
     "logging.config",
     "numpy.ctypeslib",
     "numpy.lib.format",
+    # the eleventh red team: each runs text as code with the interpreter's own builtins
+    "rlcompleter",  # Completer.attr_matches: eval in the namespace it is handed
+    "torch.fx",  # code generated from a graph whose nodes name any method
+    "numpy.f2py",  # crackfortran's myeval
 }
 # Harmless names of a refused module, allowed in ``from MODULE import NAME``.
 HARMLESS_IMPORTS = {"types": {"SimpleNamespace"}, "IPython.display": {"display", "clear_output"}}
@@ -155,6 +159,8 @@ DENIED_NAMES = {
     "breakpoint": "starts the debugger",
     "get_ipython": "reaches the kernel's shell",
     "__builtins__": "reaches the interpreter's builtins",
+    # a class body's table of fields: a dataclass pastes each key into code it runs
+    "__annotations__": "names a class's fields as any text",
 }
 # Attributes (never needed here) that lead to frames, code, module namespaces or every class.
 DENIED_ATTRIBUTES = {
@@ -188,6 +194,7 @@ DENIED_ATTRIBUTES = {
     "__subclasshook__",
     "__class_getitem__",
     "__set_name__",
+    "__annotations__",
     "f_back",
     "f_globals",
     "f_locals",
@@ -218,6 +225,8 @@ DENIED_ATTRIBUTES = {
     "DictConfigurator",
     "dictConfig",
     "fileConfig",
+    "fx",  # torch.fx and numpy.f2py, reached as attributes of the packages that import them
+    "f2py",
     "_getframe",
     "_current_frames",
     "load_library",
@@ -258,6 +267,10 @@ DENIED_STRINGS = {
 # (getattr, setattr and delattr may take computed names: the kernel's are gated,
 # `course.grading.guard`.)
 BY_NAME = {"attrgetter", "methodcaller"}
+# functools' copiers of attributes: with ``assigned`` or ``updated`` they read any attribute by
+# name with the interpreter's getattr (the eleventh red team), so they take only the wrapped
+# function (and the wrapper), called at once.
+WRAPPERS = {"wraps": 1, "update_wrapper": 2}
 # ``from __future__ import`` features that change nothing in Python 3 but annotations; the others
 # (``barry_as_FLUFL``) change the grammar of later cells, which the scan would then not read.
 HARMLESS_FUTURES = {
@@ -383,7 +396,7 @@ class _Scanner(ast.NodeVisitor):
         self.functions = 0  # how deep in function bodies the visit is
         self.local_names: list[set[str]] = []  # each enclosing function's own variables
         self.class_names: set[int] = set()  # names a class body binds (ids of their nodes)
-        self.called_by_name: set[int] = set()  # attrgetter/methodcaller called with literals
+        self.called_by_name: set[int] = set()  # BY_NAME and WRAPPERS called as they may be
 
     def flag(self, node: ast.AST, reason: str) -> None:
         self.found.append((getattr(node, "lineno", 0), reason))
@@ -403,7 +416,10 @@ class _Scanner(ast.NodeVisitor):
                     self.flag(node, f"imports {alias.name} from __future__ (it changes the syntax)")
             return
         for alias in node.names:
-            if alias.name in BY_NAME and alias.asname not in (None, alias.name):
+            if (alias.name in BY_NAME or alias.name in WRAPPERS) and alias.asname not in (
+                None,
+                alias.name,
+            ):
                 self.flag(node, f"imports {alias.name} under another name")
         harmless = HARMLESS_IMPORTS.get(module, set())
         if harmless and all(alias.name in harmless for alias in node.names):
@@ -449,8 +465,8 @@ class _Scanner(ast.NodeVisitor):
     visit_AsyncFunctionDef = visit_Lambda = visit_FunctionDef
 
     def _by_name(self, node: ast.AST, name: str) -> None:
-        if name in BY_NAME and id(node) not in self.called_by_name:
-            self.flag(node, f"uses {name} other than called at once with a literal name")
+        if (name in BY_NAME or name in WRAPPERS) and id(node) not in self.called_by_name:
+            self.flag(node, f"uses {name} other than called at once")
 
     def visit_Name(self, node):
         if node.id == "locals" and self.functions:
@@ -511,6 +527,10 @@ class _Scanner(ast.NodeVisitor):
                 isinstance(n, ast.Constant) and isinstance(n.value, str) for n in names
             ):
                 self.flag(node, f"{called} with an attribute name computed at run time")
+            self.called_by_name.add(id(func))
+        elif called in WRAPPERS:
+            if len(node.args) > WRAPPERS[called] or node.keywords:
+                self.flag(node, f"{called} with attribute names to copy")
             self.called_by_name.add(id(func))
         elif called in SETTERS:
             # setattr(obj, name, ...) and object.__setattr__(obj, name, ...) name it second,

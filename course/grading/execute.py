@@ -24,6 +24,7 @@ from .codescan import scan_notebook, trusted_cells
 from .kernelenv import package_view
 from .probes import (
     TAMPERED,
+    asked_names,
     cache_dir,
     collect_code,
     expected_records,
@@ -368,7 +369,7 @@ class GradingExecute(Execute):
                 ]
             else:
                 records = read_records(run.outputs)
-                problems = judge(records, self._expected[grade_id], reveal)
+                problems = judge(records, self._expected[grade_id], reveal, asked_names(hidden))
                 if changed := tampered(records):
                     new = [name for name in changed if name not in named][: 10 - len(named)]
                     named.update(new)  # at most ten names a notebook, each once

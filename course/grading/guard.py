@@ -24,6 +24,7 @@ outside the kernel, `course.grading.probes`).
 
 from __future__ import annotations
 
+import ast
 import builtins
 import linecache
 import math
@@ -35,15 +36,16 @@ import typing
 
 from ..lesson.outbox import OUTBOX
 from ..lesson.pristine import PER_REQUEST, from_library, global_hooks, unchanged
-from .codescan import BY_NAME, denied_attribute, scan_source
+from .codescan import BY_NAME, WRAPPERS, denied_attribute, scan_source
 
 _baseline: dict[str, object] | None = None
 _getattr, _setattr, _delattr = builtins.getattr, builtins.setattr, builtins.delattr
 
 
 def _refused(name: object) -> bool:
-    # attrgetter and methodcaller too: fetched by a computed name, they would read any attribute
-    return isinstance(name, str) and (denied_attribute(name) or name in BY_NAME)
+    # attrgetter, methodcaller, wraps and update_wrapper too: fetched by a computed name, they
+    # would read any attribute
+    return isinstance(name, str) and (denied_attribute(name) or name in BY_NAME or name in WRAPPERS)
 
 
 def _gated_getattr(obj, name, *default):
@@ -85,6 +87,18 @@ def _gate(namespace: dict) -> None:
     namespace["__builtins__"] = gated
 
 
+def _calls(annotation: str) -> list[tuple[int, str]]:
+    """A call in a string annotation, as a finding: a type is named, never computed, and typing
+    may evaluate the text with the interpreter's own builtins (`getattr` ungated: the eleventh
+    red team)."""
+    try:
+        tree = ast.parse(annotation, mode="eval")
+    except SyntaxError:
+        return []  # typing refuses it itself
+    calls = any(isinstance(node, ast.Call) for node in ast.walk(tree))
+    return [(1, "it calls something")] if calls else []
+
+
 def _scan_string_annotations() -> None:
     """typing evaluates a string annotation as code (``get_type_hints``, and through it
     ``functools.singledispatch``'s ``register``): a string built at run time would be code the
@@ -94,7 +108,7 @@ def _scan_string_annotations() -> None:
         return
 
     def init(self, arg, *args, **kwargs):
-        if isinstance(arg, str) and (found := scan_source(arg)):
+        if isinstance(arg, str) and (found := scan_source(arg) or _calls(arg)):
             raise SyntaxError(f"a string annotation that graded code may not run: {found[0][1]}")
         made(self, arg, *args, **kwargs)
 

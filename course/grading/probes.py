@@ -13,6 +13,7 @@ never saw before, which is solving the exercise.
 
 from __future__ import annotations
 
+import ast
 import builtins
 import copy
 import hashlib
@@ -257,10 +258,35 @@ def difference(
     return None
 
 
-def judge(got: list[dict] | None, want: list[dict], reveal: bool = False) -> list[str]:
+def _is_probe(decorator: ast.expr) -> bool:
+    call = decorator.func if isinstance(decorator, ast.Call) else decorator
+    return isinstance(call, ast.Name) and call.id == "probe"
+
+
+def asked_names(hidden: str) -> set[str]:
+    """The names a hidden block's probes ask the notebook for: their parameters without a
+    default (as `course.lesson.probes.run` asks), read from the block's text on the grader's
+    side."""
+    try:
+        tree = ast.parse(hidden)
+    except SyntaxError:
+        return set()
+    asked = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and any(map(_is_probe, node.decorator_list)):
+            arguments = node.args.args
+            asked.update(a.arg for a in arguments[: len(arguments) - len(node.args.defaults)])
+    return asked
+
+
+def judge(
+    got: list[dict] | None, want: list[dict], reveal: bool = False, asked: set[str] = frozenset()
+) -> list[str]:
     """What the student's records get wrong, one line per failing probe ([] when all pass).
     Titles, tolerances and hints come from the reference's records only; expected answers are
-    named only when ``reveal`` (`difference`)."""
+    named only when ``reveal`` (`difference`); a name the notebook lacks, only when it is one of
+    ``asked`` (`asked_names`): the kernel reports it, and any text there could carry the hidden
+    block (the eleventh red team)."""
     if got is None:
         return [
             "the hidden tests could not read your answer's results (the code that runs them "
@@ -272,7 +298,7 @@ def judge(got: list[dict] | None, want: list[dict], reveal: bool = False) -> lis
         title = expected["title"]
         mine = by_title.get(title, {})
         if "missing" in mine:
-            name = _plain(mine["missing"], "a function it calls")
+            name = mine["missing"] if mine["missing"] in asked else "a function it calls"
             problems.append(f"{title}: {name} is not defined")
         elif "raised" in mine:
             raised = mine["raised"]
