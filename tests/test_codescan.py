@@ -313,8 +313,9 @@ ALLOWED = {
 
 
 def test_a_string_annotation_is_scanned_before_typing_runs_it():
-    """typing.get_type_hints evaluates string annotations as code: one built at run time is
-    refused in the grading kernel (run in a process of its own: the gate patches typing)."""
+    """typing.get_type_hints evaluates string annotations as code: one built at run time, or one
+    that calls anything, is refused in the grading kernel, and a library's own annotations made
+    while it is imported are not (run in a process of its own: the gate patches typing)."""
     program = """
 import typing
 from course.grading import guard
@@ -331,6 +332,9 @@ try:
     typing.get_type_hints(h, globalns={"_take": print})
 except SyntaxError as error:
     print("call refused:", error)
+import torch  # the first optimizer imports torch._dynamo, whose annotations name torch.fx
+torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
+print("a library's own annotations pass")
 """
     done = subprocess.run(
         [sys.executable, "-c", program], capture_output=True, text=True, check=True, cwd=REPO
@@ -338,6 +342,7 @@ except SyntaxError as error:
     assert "refused: a string annotation that graded code may not run" in done.stdout
     assert "{'x': list[int]}" in done.stdout, done.stdout
     assert "call refused: a string annotation that graded code may not run: it calls" in done.stdout
+    assert "a library's own annotations pass" in done.stdout
 
 
 def test_a_test_cells_own_names_never_replace_the_students():
