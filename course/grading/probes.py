@@ -24,7 +24,7 @@ import re
 import shutil
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 import nbformat
@@ -280,7 +280,7 @@ def asked_names(hidden: str) -> set[str]:
 
 
 def judge(
-    got: list[dict] | None, want: list[dict], reveal: bool = False, asked: set[str] = frozenset()
+    got: list[dict] | None, want: list[dict], reveal: bool = False, asked: Collection[str] = ()
 ) -> list[str]:
     """What the student's records get wrong, one line per failing probe ([] when all pass).
     Titles, tolerances and hints come from the reference's records only; expected answers are

@@ -29,8 +29,8 @@ def headless() -> bool:
 def new_figure(ncols: int = 1, width: float = 5.0, height: float = 3.6) -> tuple[Figure, Any]:
     """A figure with ``ncols`` side-by-side axes, sized for a notebook cell.
 
-    A bare ``Figure``, not pyplot's: pyplot's import and its figure manager cost a student a
-    second of Run All, and nothing here needs a window or a figure kept open after drawing.
+    A bare ``Figure``, not pyplot's: importing pyplot costs a student's Run All time, and
+    nothing here needs a window or a figure kept open after drawing.
     """
     fig = Figure(figsize=(width * ncols, height), layout="constrained")
     return fig, fig.subplots(1, ncols)
