@@ -1,21 +1,24 @@
-"""Benchmark: how long each source notebook takes to run top to bottom, as a student runs it.
+"""Benchmark: how long each notebook takes to run top to bottom, as a student runs it.
 
-Executes every ``source/<id>/<id>.ipynb`` (solutions and hidden tests included) with nbclient in a
-fresh kernel, with ``NBGRADER_EXECUTION`` unset so the widgets draw as they do in Jupyter, and
-prints the median over ``--repeat`` runs of: the time the cells took (what "Run All" costs a
-student once the kernel is up), the slowest cell, the wall time including starting and stopping
-the kernel, and the CPU time the kernel process used from its start to the end of the last cell
-(on a busy machine the wall times grow with the load; the CPU time much less, so it tells what a
-quiet machine would take). A benchmark, not a test.
+Executes what a student who has finished runs, the release notebook with the reference answers in
+its answer cells (``--source``: the source notebook, hidden tests included, which students never
+run), with nbclient in a fresh kernel, with ``NBGRADER_EXECUTION`` unset so the widgets draw as
+they do in Jupyter, and prints the median over ``--repeat`` runs of: the time the cells took
+(what "Run All" costs a student once the kernel is up), the slowest cell, the wall time including
+starting and stopping the kernel, and the CPU time the kernel process used from its start to the
+end of the last cell (on a busy machine the wall times grow with the load; the CPU time much
+less, so it tells what a quiet machine would take). A benchmark, not a test.
 
     .venv/bin/python benchmarks/notebook_times.py --repeat 3
     .venv/bin/python benchmarks/notebook_times.py 01_requires_grad --cells   # per-cell medians
+    .venv/bin/python benchmarks/notebook_times.py --source                   # hidden tests too
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import os
 import statistics
 import sys
@@ -28,6 +31,18 @@ from nbclient import NotebookClient
 from nbclient.util import run_sync
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from course.grading.coursedir import Course  # noqa: E402
+from course.submission import build_submission, reference_answers  # noqa: E402
+
+
+def notebook(assignment: str, source: bool) -> nbformat.NotebookNode:
+    """The source notebook, or the release notebook with the reference answers filled in."""
+    if source:
+        return nbformat.read(REPO / "source" / assignment / f"{assignment}.ipynb", as_version=4)
+    course = Course.at(REPO)
+    return build_submission(course, assignment, reference_answers(course, assignment))
 
 
 def _environment() -> dict[str, str]:
@@ -63,11 +78,11 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def run_once(path: Path) -> tuple[float, float, float | None, dict[int, float]]:
+def run_once(nb: nbformat.NotebookNode) -> tuple[float, float, float | None, dict[int, float]]:
     """(wall seconds with kernel start and stop, seconds of the cells, CPU seconds the kernel
     used from its start to the last cell's end or None where /proc cannot tell, seconds of each
-    cell)."""
-    nb = nbformat.read(path, as_version=4)
+    cell). Runs a copy: ``nb`` keeps no outputs."""
+    nb = copy.deepcopy(nb)
     saved = dict(os.environ)
     os.environ.clear()
     os.environ.update(_environment())
@@ -96,16 +111,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("assignments", nargs="*", help="assignment ids (default: every one)")
     parser.add_argument("--repeat", type=int, default=3, help="runs per notebook (default 3)")
     parser.add_argument("--cells", action="store_true", help="also print each cell's median")
+    parser.add_argument(
+        "--source", action="store_true", help="run the source notebooks, hidden tests included"
+    )
     args = parser.parse_args(argv)
     chosen = args.assignments or sorted(p.name for p in (REPO / "source").iterdir() if p.is_dir())
-    print(f"median of {args.repeat} run(s); NBGRADER_EXECUTION unset (widgets draw)")
+    what = "source notebooks" if args.source else "release notebooks with the reference answers"
+    print(f"{what}, median of {args.repeat} run(s); NBGRADER_EXECUTION unset (widgets draw)")
     print(
         f"{'notebook':20} {'cells s':>8} {'slowest cell':>16} {'with kernel s':>14} "
         f"{'kernel cpu s':>13}"
     )
     for assignment in chosen:
-        path = REPO / "source" / assignment / f"{assignment}.ipynb"
-        runs = [run_once(path) for _ in range(args.repeat)]
+        nb = notebook(assignment, args.source)
+        runs = [run_once(nb) for _ in range(args.repeat)]
         walls = [r[0] for r in runs]
         cells = [r[1] for r in runs]
         cpus = [r[2] for r in runs if r[2] is not None]
@@ -117,7 +136,6 @@ def main(argv: list[str] | None = None) -> int:
             f"{f'#{slowest} {per_cell[slowest]:.2f}s':>16} {statistics.median(walls):14.2f} {cpu}"
         )
         if args.cells:
-            nb = nbformat.read(path, as_version=4)
             for i, seconds in per_cell.items():
                 grade_id = nb.cells[i].metadata.get("nbgrader", {}).get("grade_id", "")
                 print(f"    cell {i:3} {seconds:6.3f}s  {grade_id}")
