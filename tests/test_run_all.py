@@ -4,7 +4,9 @@ Each source notebook (reference solutions and hidden tests in) runs top to botto
 as Jupyter's Run All does, with ``NBGRADER_EXECUTION`` unset so that the widgets draw. Then, in the
 same kernel, every control of every course widget that the notebook displayed is moved (to every
 option of a dropdown, to both ends of a slider), and each change must redraw the plot (a new
-picture, not the one shown before) with a readout that reports no error. This is what broke the
+picture, not the one shown before) with a readout that reports no error; and a figure a lesson
+cell draws (``plot_*``, ``display_figure``) is a picture among its outputs (figures are not
+pyplot's: nothing shows them at the end of a cell by itself). This is what broke the
 graph widget of lesson 1: its examples read the notebook's global ``w``, which a later cell
 rebinds, and a pick kept the old picture.
 """
@@ -26,6 +28,7 @@ from course_testing import REPO
 
 ASSIGNMENTS = sorted(p.name for p in (REPO / "source").iterdir() if p.is_dir())
 SHOW_CALL = re.compile(r"^\s*(?:\w+\s*=\s*)?show_\w+\(", re.MULTILINE)
+FIGURE_CALL = re.compile(r"\b(?:plot_\w+|display_figure)\(")  # a lesson cell that draws a figure
 
 # Runs in the notebook's kernel after the last cell. Course widgets are the boxes built by
 # course.lesson.widgets.base.interactive_plot: a header, a box of controls, a readout (HTML with
@@ -139,6 +142,10 @@ def test_run_all_then_every_widget_redraws_for_every_control(assignment, tmp_pat
         started = time.perf_counter()
         client.execute_cell(driver, len(nb.cells) - 1)
         driving = time.perf_counter() - started
+    for cell in nb.cells[:-1]:  # a figure a lesson cell draws is a picture in its outputs
+        if cell.cell_type == "code" and FIGURE_CALL.search(cell.source):
+            pictures = [o for o in cell.outputs if "image/png" in o.get("data", {})]
+            assert pictures, f"no picture from: {cell.source}"
     line = next(x for x in _stdout(driver).splitlines() if x.startswith("DRIVER-REPORT "))
     report = json.loads(line.removeprefix("DRIVER-REPORT "))
     assert report["widgets"] == calls, f"{calls} show_*() calls but {report['widgets']} widgets"

@@ -46,6 +46,15 @@ def png(fig: Figure):
     return Image(data=buffer.getvalue(), format="png")
 
 
+def display_figure(fig: Figure) -> None:
+    """Show a figure in the notebook (a bare ``Figure`` is not shown at the end of a cell, as
+    pyplot's are); not while nbgrader runs the notebook, when no one sees it."""
+    from IPython.display import display
+
+    if not headless():
+        display(png(fig))
+
+
 def interactive_plot(
     controls: dict[str, Any],
     draw: Callable[..., tuple[Figure, str]],
@@ -58,7 +67,6 @@ def interactive_plot(
     a one-line placeholder is returned instead: graded runs stay fast and never wait on a front end.
     """
     import ipywidgets as widgets
-    from IPython.display import display
 
     if headless():
         return widgets.HTML(f"<i>{title}: interactive widget (not drawn during grading)</i>")
@@ -73,7 +81,7 @@ def interactive_plot(
         readout.value = f"<pre style='margin:0'>{text}</pre>"
         with output:
             output.clear_output(wait=True)
-            display(png(fig))
+            display_figure(fig)
 
     for control in controls.values():
         control.observe(redraw, names="value")
