@@ -369,6 +369,41 @@ print(shell.user_ns["first"], "|", shell.user_ns["probe"], "|", shell.user_ns["h
     assert done.stdout.split("\n")[-2] == "the student | the student | the test | 42", done.stdout
 
 
+def test_a_string_annotation_is_scanned_when_the_answer_runs_inside_an_import(tmp_path):
+    """A library's annotations made while it is imported pass unscanned, but not one the
+    notebook's own code makes there (a warning hook of the answer's, run by a module's import)."""
+    (tmp_path / "warns_on_import.py").write_text("import warnings\nwarnings.warn('imported')\n")
+    cell = "\n".join(
+        [
+            "import typing, warnings",
+            'def h(x: "torch" + ".fx"): pass',
+            "def hook(*args, **kwargs):",
+            "    try:",
+            "        typing.get_type_hints(h)",
+            "        print('evaluated')",
+            "    except SyntaxError as error:",
+            "        print('refused:', error)",
+            "warnings.showwarning = hook",
+            "warnings.simplefilter('always')",
+            "import warns_on_import",
+        ]
+    )
+    program = "\n".join(
+        [
+            "import sys",
+            f"sys.path.insert(0, {str(tmp_path)!r})",
+            "from IPython.core.interactiveshell import InteractiveShell",
+            "from course.grading import guard",
+            "guard._scan_string_annotations()",
+            f"InteractiveShell.instance().run_cell({cell!r})",
+        ]
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, check=True, cwd=REPO
+    )
+    assert "refused: a string annotation that graded code may not run" in done.stdout, done
+
+
 @pytest.mark.parametrize("name", ["attrgetter", "methodcaller", "get_field", "__globals__"])
 def test_computed_names_cannot_fetch_what_the_scan_refuses(name):
     import operator

@@ -99,12 +99,16 @@ def _calls(annotation: str) -> list[tuple[int, str]]:
     return [(1, "it calls something")] if calls else []
 
 
-def _importing() -> bool:
-    """Whether a module is being imported: its own annotations are a library's, not a student's
-    (the first optimizer imports torch._dynamo, whose NamedTuples name `torch.fx.GraphModule`).
-    A cell cannot run as an import: it would have to write and import a file of its own."""
+def _library_import() -> bool:
+    """Whether a library's module, being imported, makes the annotation: its annotations are the
+    library's (the first optimizer imports torch._dynamo, whose NamedTuples name
+    `torch.fx.GraphModule`, which the scan refuses). Not when code of the notebook's is on the
+    way from the import to here (a warning hook of the answer's, run while a module imports)."""
+    notebook = _namespace()
     frame = sys._getframe(2)
     while frame is not None:
+        if frame.f_globals is notebook:
+            return False
         if frame.f_code.co_filename.startswith("<frozen importlib"):
             return True
         frame = frame.f_back
@@ -120,7 +124,10 @@ def _scan_string_annotations() -> None:
         return
 
     def init(self, arg, *args, **kwargs):
-        if isinstance(arg, str) and not _importing() and (found := scan_source(arg) or _calls(arg)):
+        found = isinstance(arg, str) and (
+            _calls(arg) or ([] if _library_import() else scan_source(arg))
+        )
+        if found:
             raise SyntaxError(f"a string annotation that graded code may not run: {found[0][1]}")
         made(self, arg, *args, **kwargs)
 
