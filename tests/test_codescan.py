@@ -4,6 +4,7 @@ reason a student can read."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -242,6 +243,43 @@ REFUSED = {
         "uses update_wrapper other than called at once",
     ),
     "wraps imported under another name": ("from functools import wraps as w", "under another name"),
+    # the twelfth red team and its review: refused modules under other names, a module's
+    # __all__ set from outside, text and pickles run as code
+    "builtins as enum keeps it": (
+        "import enum\nG = enum.bltns.getattr",
+        "uses the attribute bltns",
+    ),
+    "sys as collections keeps it": (
+        "collections._sys.modules['builtins'].exec(text)",
+        "uses the attribute _sys",
+    ),
+    "an alias imported by name": ("from random import _os", "imports _os from random"),
+    "an interpreter's private module": ("import _io\n_io.open(path)", "imports _io"),
+    "imp": ("import imp", "imports imp"),
+    "torch.hub as an attribute": ("torch.hub.load(repo, name)", "uses the attribute hub"),
+    "a pickle of any bytes": ("torch.storage._load_from_bytes(data)", "_load_from_bytes"),
+    "sympy's eval": ("import sympy\nsympy.parse_expr(text)", "imports sympy"),
+    "optparse's exec of a file": ("import optparse", "imports optparse"),
+    "a match pattern reading a refused attribute": (
+        "match m:\n    case object(__dict__=d):\n        pass",
+        "uses the attribute __dict__",
+    ),
+    "a match pattern reading an alias": (
+        "match collections:\n    case object(_sys=s):\n        pass",
+        "uses the attribute _sys",
+    ),
+    "a module's __all__ set from outside": (
+        "object.__setattr__(collections, '__all__', names)",
+        "__setattr__ on the special attribute __all__",
+    ),
+    "object.__setattr__ with a computed name": (
+        "object.__setattr__(collections, '__a' + name, names)",
+        "__setattr__ with an attribute name computed at run time",
+    ),
+    "a bound __setattr__ with a computed name": (
+        "collections.__setattr__(name, names)",
+        "__setattr__ with an attribute name computed at run time",
+    ),
 }
 
 
@@ -309,6 +347,19 @@ ALLOWED = {
     "attrgetter imported and called with a literal": (
         "from operator import attrgetter\nsorted(xs, key=attrgetter('name'))"
     ),
+    "a class's own __setattr__ calling super's": (
+        "class Tracked:\n    def __setattr__(self, name, value):\n"
+        "        super().__setattr__(name, value)"
+    ),
+    "a frozen dataclass setting its own field": (
+        "def __post_init__(self):\n    object.__setattr__(self, 'total', self.a + self.b)"
+    ),
+    "a decorator copying the name by hand": "setattr(wrapper, '__name__', f.__name__)",
+    "a tensor's storage and a string's format": (
+        "same = x.untyped_storage().data_ptr() == y.storage().data_ptr()\n"
+        "print('{:.3f}'.format(x.item()))"
+    ),
+    "a match pattern reading fields": ("match p:\n    case Point(x=0, y=y):\n        print(y)"),
 }
 
 
@@ -327,6 +378,21 @@ except SyntaxError as error:
     print("refused:", error)
 def g(x: "list[int]"): pass
 print(typing.get_type_hints(g))
+def ungated(x: "getattr"): pass
+try:
+    print("evaluated:", typing.get_type_hints(ungated, globalns={}))
+except SyntaxError as error:
+    print("name refused:", error)
+import collections  # a forward reference made by the import machinery from a module's __all__
+made, kept = [], collections.__all__
+collections.__all__ = map(made.append, map(typing.ForwardRef, ["collections.__dict__"]))
+try:
+    from collections import *
+except SyntaxError as error:
+    print("__all__ refused:", error)
+except TypeError:
+    print("__all__ made", made)
+collections.__all__ = kept
 def h(x: "_take(getattr)"): pass
 try:
     typing.get_type_hints(h, globalns={"_take": print})
@@ -342,6 +408,12 @@ print("a library's own annotations pass")
     assert "refused: a string annotation that graded code may not run" in done.stdout
     assert "{'x': list[int]}" in done.stdout, done.stdout
     assert "call refused: a string annotation that graded code may not run: it calls" in done.stdout
+    assert "name refused: a string annotation that graded code may not run: it names getattr" in (
+        done.stdout
+    )
+    assert "__all__ refused: a string annotation that graded code may not run: uses the " in (
+        done.stdout
+    )
     assert "a library's own annotations pass" in done.stdout
 
 
@@ -404,6 +476,67 @@ def test_a_string_annotation_is_scanned_when_the_answer_runs_inside_an_import(tm
     assert "refused: a string annotation that graded code may not run" in done.stdout, done
 
 
+def test_computed_names_fetch_none_of_the_interpreters_ungated_functions():
+    """Wherever another object keeps the interpreter's getattr, exec or open (numpy's
+    `_datasource._open`), a computed name does not fetch it; a hand-written decorator may still
+    copy a function's name."""
+    import types
+
+    from course.grading.guard import _gated_getattr, _gated_setattr
+
+    for ungated in (getattr, exec, open):
+        holder = types.SimpleNamespace(kept=ungated, plain=len)
+        with pytest.raises(AttributeError, match="not available to graded code"):
+            _gated_getattr(holder, "kept")
+        assert _gated_getattr(holder, "plain") is len
+
+    def wrapper():
+        pass
+
+    _gated_setattr(wrapper, "__name__", "answer")
+    assert wrapper.__name__ == "answer"
+    with pytest.raises(AttributeError, match="special attribute __class__"):
+        _gated_setattr(wrapper, "__class__", type)
+
+
+def test_the_grading_kernel_unpickles_nothing():
+    """A pickle calls what it names (``builtins.exec`` with any text): in the grading kernel every
+    unpickler refuses, wherever a library keeps it; copying a model still works."""
+    program = """
+import copy, io, pickle
+import numpy, torch
+from course.grading import guard
+guard._refuse_unpickling()
+buffer = io.BytesIO()
+numpy.save(buffer, numpy.array([{"a": 1}], dtype=object), allow_pickle=True)
+routes = {
+    "pickle.loads": lambda: pickle.loads(pickle.dumps(1)),
+    "pickle.Unpickler": lambda: pickle.Unpickler(io.BytesIO(pickle.dumps(1))).load(),
+    "the Python unpickler": lambda: pickle._loads(pickle.dumps(1)),
+    "torch.storage": lambda: torch.storage._load_from_bytes(pickle.dumps(1)),
+    "numpy.load": lambda: numpy.load(io.BytesIO(buffer.getvalue()), allow_pickle=True),
+}
+for name, route in routes.items():
+    try:
+        print(name, "unpickled", route())
+    except pickle.UnpicklingError as error:
+        print(name, "refused:", error)
+print("copied", copy.deepcopy(torch.nn.Linear(2, 1)).weight.shape)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, check=True, cwd=REPO
+    )
+    lines = done.stdout.splitlines()
+    assert [line.split(" refused: ")[0] for line in lines if " refused: " in line] == [
+        "pickle.loads",
+        "pickle.Unpickler",
+        "the Python unpickler",
+        "torch.storage",
+        "numpy.load",
+    ], done.stdout
+    assert "copied torch.Size([1, 2])" in lines
+
+
 @pytest.mark.parametrize("name", ["attrgetter", "methodcaller", "get_field", "__globals__"])
 def test_computed_names_cannot_fetch_what_the_scan_refuses(name):
     import operator
@@ -413,6 +546,48 @@ def test_computed_names_cannot_fetch_what_the_scan_refuses(name):
     with pytest.raises(AttributeError, match="not available to graded code"):
         _gated_getattr(operator, name)
     assert _gated_getattr(operator, "add") is operator.add
+
+
+ALIAS_SURVEY = """
+import builtins, importlib, json, sys, types
+import matplotlib.pyplot, numpy, torch, torch.func, torch.nn, torch.optim
+from course.grading.codescan import ALLOWED_ALIASES, denied_attribute, denied_module
+from course.grading.guard import UNGATED
+for name in sorted(sys.stdlib_module_names - {"antigravity", "this", "tkinter", "turtledemo"}):
+    if not denied_module(name):
+        try:
+            importlib.import_module(name)
+        except Exception:
+            pass
+def refused(module):
+    top = module.__name__.split(".")[0]
+    if top.startswith("_"):  # an accelerator (_random, _sre) is what its public module is
+        return denied_module(top.lstrip("_"))
+    return denied_module(module.__name__)
+ungated = {id(vars(builtins)[name]) for name in UNGATED}
+found = set()
+for name, module in list(sys.modules.items()):
+    if not isinstance(module, types.ModuleType) or denied_module(name):
+        continue
+    for attribute, value in list(vars(module).items()):
+        if attribute[:2] == "__" or denied_attribute(attribute) or attribute in ALLOWED_ALIASES:
+            continue
+        if isinstance(value, types.ModuleType) and refused(value) or id(value) in ungated:
+            found.add(f"{name}.{attribute}")
+print(json.dumps(sorted(found)))
+"""
+
+
+def test_no_module_the_kernel_can_import_keeps_a_refused_one_under_another_name():
+    """``enum.bltns`` is builtins and ``collections._sys`` is sys (the twelfth red team): every
+    module of the standard library, torch, NumPy and matplotlib (and all they import) is read for
+    attributes that hold a refused module or one of the interpreter's functions the notebook may
+    not call ungated; the scan must refuse each such name (ALIASES). A new version of any of them
+    that adds one fails here."""
+    done = subprocess.run(
+        [sys.executable, "-c", ALIAS_SURVEY], capture_output=True, text=True, check=True, cwd=REPO
+    )
+    assert json.loads(done.stdout.splitlines()[-1]) == []
 
 
 @pytest.mark.parametrize("name", sorted(ALLOWED))

@@ -283,6 +283,13 @@ def test_a_crafted_record_puts_none_of_its_text_in_a_message():
         }
     ]
     assert "[7, 0, 3]" in " ".join(grading.judge(record, want))  # a real shape: quoted
+    # The twelfth red team's review: a float's 17 digits carry about 8 bytes a probe; six
+    # significant digits are quoted, where a float is expected and where something else is.
+    carrier = 0.1234567890123456
+    assert "0.123457" in grading.difference(carrier, 2.5, 0, 0)
+    assert "0.12345678" not in grading.difference(carrier, 2.5, 0, 0)
+    assert "0.12345678" not in grading.difference(carrier, "ok", 0, 0, reveal=True)
+    assert "0.12345678" not in grading.difference(carrier, 3, 0, 0)
 
 
 def test_the_cell_that_runs_the_probes_leaves_no_text_for_a_stack_to_show(monkeypatch):

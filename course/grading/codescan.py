@@ -131,7 +131,62 @@ DENIED_MODULES = {
     "rlcompleter",  # Completer.attr_matches: eval in the namespace it is handed
     "torch.fx",  # code generated from a graph whose nodes name any method
     "numpy.f2py",  # crackfortran's myeval
+    # the twelfth red team and its review: text or files run as code, objects unpickled
+    "sympy",  # sympify and parse_expr: eval with the interpreter's builtins
+    "mpmath",  # its exec_
+    "imp",  # importlib's predecessor
+    "distutils",  # run_setup: exec of a file
+    "setuptools",
+    "pkg_resources",
+    "optparse",  # Values.read_file: exec of a file
+    "torch.storage",  # _load_from_bytes: unpickles any bytes
+    "torch._guards",  # Source.get_value: eval of a name given as text
 }
+# Names other modules give a refused module or one of the interpreter's functions the notebook
+# may not call ungated (getattr, exec, open, ...): ``enum.bltns`` is builtins, ``collections._sys``
+# is sys (the twelfth red team). `tests/test_codescan.py` looks for every such name in the modules
+# the course's kernel can import and fails on one this list misses.
+ALIASES = {
+    "bltns",  # enum: builtins
+    "_sys",  # collections, pprint, argparse: sys
+    "_os",  # random, argparse, importlib: os
+    "_open",  # numpy.lib._datasource: open
+    "_builtin_open",  # tokenize, bz2: open
+    "bltn_open",  # backports.tarfile: open
+    "exec_",  # mpmath: exec
+    "_imp",
+    "_io",
+    "_thread",
+    "_types",
+    "_weakref",
+    "_socket",
+    "_bootstrap",
+    "_bootstrap_external",
+    "machinery",  # imp: importlib.machinery
+    "util",  # imp: importlib.util
+    "metadata",  # setuptools: importlib.metadata
+    "resources",  # pyparsing: importlib.resources
+    "config",  # logging: logging.config
+    "mp",  # torch.cuda.tunable: multiprocessing
+    "python_multiprocessing",  # torch.utils.data.dataloader: multiprocessing
+    "hub",  # torch.hub, torch.package, torch.serialization, torch._utils, torch._guards
+    "package",
+    "serialization",
+    "_utils",
+    "_guards",
+    "const_fold",  # torch.fx, under other names
+    "exp_config",
+    "fx_pytree",
+    "fx_traceback",
+    "_load_from_bytes",  # torch.storage's unpickler of any bytes, wherever it is kept
+    "parse_expr",  # sympy's eval of text, wherever it is kept
+    "sympify",
+}
+# Aliases that are also names of everyday methods stay allowed: ``numpy.lib.format`` is
+# ``np.lib.format`` (a string's ``format``), ``torch.storage`` is ``torch.storage`` (a tensor's
+# ``storage()``). What they lead to is refused where it is: the kernel unpickles nothing
+# (`course.grading.guard`), and ``_load_from_bytes`` is refused by name.
+ALLOWED_ALIASES = {"format", "storage"}
 # Harmless names of a refused module, allowed in ``from MODULE import NAME``.
 HARMLESS_IMPORTS = {"types": {"SimpleNamespace"}, "IPython.display": {"display", "clear_output"}}
 # Special names a class body or a notebook may assign as ordinary Python does.
@@ -323,9 +378,12 @@ class Finding:
         return f"cell {self.cell + 1}, line {self.line}: {self.reason}"
 
 
-def _denied_module(name: str) -> bool:
+def denied_module(name: str) -> bool:
+    """Whether graded code may not import a module: a refused one, one inside it, or one of the
+    interpreter's private modules (``_io``, ``_thread``, ``_pickle``: the refused ones' insides)."""
     parts = name.split(".")
-    return any(".".join(parts[:n]) in DENIED_MODULES for n in range(1, len(parts) + 1))
+    private = parts[0].startswith("_") and parts[0] != "__future__"
+    return private or any(".".join(parts[:n]) in DENIED_MODULES for n in range(1, len(parts) + 1))
 
 
 def denied_attribute(name: str) -> bool:
@@ -333,6 +391,7 @@ def denied_attribute(name: str) -> bool:
     return (
         name in DENIED_ATTRIBUTES
         or name in DENIED_MODULES
+        or name in ALIASES
         or name.startswith(DENIED_ATTRIBUTE_PREFIXES)
     )
 
@@ -403,7 +462,7 @@ class _Scanner(ast.NodeVisitor):
 
     def visit_Import(self, node):
         for alias in node.names:
-            if _denied_module(alias.name):
+            if denied_module(alias.name):
                 self.flag(node, f"imports {alias.name}")
 
     def visit_ImportFrom(self, node):
@@ -424,12 +483,12 @@ class _Scanner(ast.NodeVisitor):
         harmless = HARMLESS_IMPORTS.get(module, set())
         if harmless and all(alias.name in harmless for alias in node.names):
             return
-        if _denied_module(module):
+        if denied_module(module):
             self.flag(node, f"imports from {module}")
             return
         for alias in node.names:
             if alias.name != "*" and (
-                _denied_module(f"{module}.{alias.name}") or denied_attribute(alias.name)
+                denied_module(f"{module}.{alias.name}") or denied_attribute(alias.name)
             ):
                 self.flag(node, f"imports {alias.name} from {module}")
 
@@ -534,14 +593,26 @@ class _Scanner(ast.NodeVisitor):
             self.called_by_name.add(id(func))
         elif called in SETTERS:
             # setattr(obj, name, ...) and object.__setattr__(obj, name, ...) name it second,
-            # obj.__setattr__(name, ...) first: a special name in either place is refused.
+            # obj.__setattr__(name, ...) first: a special name in either place is refused but
+            # those a decorator copies (``object.__setattr__(collections, "__all__", ...)`` made
+            # ``from collections import *`` call what the answer chose: the twelfth red team).
             names = [n for n in node.args[:2] if isinstance(n, ast.Constant)]
             special = [n.value for n in names if str(n.value).startswith("__")]
-            if special and special[0] not in HARMLESS_DUNDERS:
+            if special and special[0] not in WRITABLE_DUNDERS:
                 self.flag(node, f"{called} on the special attribute {special[0]}")
+            elif isinstance(func, ast.Attribute) and called[:2] == "__" and not _names_itself(node):
+                # object.__setattr__ is not gated as the notebook's setattr is
+                self.flag(node, f"{called} with an attribute name computed at run time")
         if _is_shell_call(func):
             self._shell(node)
             return
+        self.generic_visit(node)
+
+    def visit_MatchClass(self, node):
+        """``case object(__dict__=d)`` reads the attribute as ``x.__dict__`` would."""
+        for name in node.kwd_attrs:
+            if denied_attribute(name):
+                self.flag(node, f"uses the attribute {name}")
         self.generic_visit(node)
 
     def _shell(self, node: ast.Call) -> None:
@@ -565,6 +636,16 @@ class _Scanner(ast.NodeVisitor):
     def _code(self, source: str, line: int) -> None:
         for _, reason in scan_source(source):
             self.found.append((line, reason))
+
+
+def _names_itself(call: ast.Call) -> bool:
+    """``X.__setattr__`` called with its attribute's name as a string, or as ``super()``'s in a
+    class's own ``__setattr__`` (it sets the instance's own attribute)."""
+    receiver = call.func.value
+    if isinstance(receiver, ast.Call) and getattr(receiver.func, "id", None) == "super":
+        return not receiver.args
+    name = call.args[1] if len(call.args) > 2 else call.args[0] if call.args else None
+    return isinstance(name, ast.Constant) and isinstance(name.value, str)
 
 
 def _allowed_arguments(magic: str, arguments: list[ast.expr]) -> bool:

@@ -36,10 +36,22 @@ import typing
 
 from ..lesson.outbox import OUTBOX
 from ..lesson.pristine import PER_REQUEST, from_library, global_hooks, unchanged
-from .codescan import BY_NAME, WRAPPERS, denied_attribute, scan_source
+from .codescan import (
+    BY_NAME,
+    DENIED_NAMES,
+    WRAPPERS,
+    WRITABLE_DUNDERS,
+    denied_attribute,
+    denied_module,
+    scan_source,
+)
 
 _baseline: dict[str, object] | None = None
 _getattr, _setattr, _delattr = builtins.getattr, builtins.setattr, builtins.delattr
+# The interpreter's functions the notebook has gated or may not name: wherever another module
+# keeps one (``numpy.lib._datasource._open``), a computed name may not fetch it.
+UNGATED = {"getattr", "setattr", "delattr", *(n for n in DENIED_NAMES if hasattr(builtins, n))}
+_UNGATED_VALUES = tuple(vars(builtins)[name] for name in UNGATED)
 
 
 def _refused(name: object) -> bool:
@@ -53,13 +65,16 @@ def _gated_getattr(obj, name, *default):
     if _refused(name):
         raise AttributeError(f"{name!r} is not available to graded code")
     value = _getattr(obj, name, *default)
-    if isinstance(value, types.ModuleType) and _refused(value.__name__.split(".")[0]):
+    if isinstance(value, types.ModuleType) and denied_module(value.__name__):
         raise AttributeError(f"the module {value.__name__} is not available to graded code")
+    if any(value is ungated for ungated in _UNGATED_VALUES):
+        raise AttributeError(f"{name!r} is not available to graded code")
     return value
 
 
 def _gated_setattr(obj, name, value):
-    if isinstance(name, str) and name.startswith("__"):
+    # a decorator written by hand copies __name__, __qualname__ and __doc__ as wraps does
+    if isinstance(name, str) and name.startswith("__") and name not in WRITABLE_DUNDERS:
         raise AttributeError(f"graded code may not set the special attribute {name}")
     _setattr(obj, name, value)
 
@@ -87,25 +102,39 @@ def _gate(namespace: dict) -> None:
     namespace["__builtins__"] = gated
 
 
-def _calls(annotation: str) -> list[tuple[int, str]]:
-    """A call in a string annotation, as a finding: a type is named, never computed, and typing
-    may evaluate the text with the interpreter's own builtins (`getattr` ungated: the eleventh
-    red team)."""
+def _annotation_findings(annotation: str) -> list[tuple[int, str]]:
+    """What no annotation, a library's included, may do: a type is named, never computed, and
+    typing may evaluate the text with the interpreter's own builtins (``get_type_hints(f,
+    globalns={})``): a call (the eleventh red team), an assignment, or a name of the functions
+    the notebook has gated or may not name (``"getattr"``: the twelfth)."""
     try:
         tree = ast.parse(annotation, mode="eval")
     except SyntaxError:
         return []  # typing refuses it itself
-    calls = any(isinstance(node, ast.Call) for node in ast.walk(tree))
-    return [(1, "it calls something")] if calls else []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            return [(1, "it calls something")]
+        if isinstance(node, (ast.NamedExpr, ast.Lambda)):
+            return [(1, "it assigns or defines something")]
+        if isinstance(node, ast.Name) and node.id in UNGATED:
+            return [(1, f"it names {node.id}")]
+    return []
 
 
 def _library_import() -> bool:
     """Whether a library's module, being imported, makes the annotation: its annotations are the
     library's (the first optimizer imports torch._dynamo, whose NamedTuples name
-    `torch.fx.GraphModule`, which the scan refuses). Not when code of the notebook's is on the
-    way from the import to here (a warning hook of the answer's, run while a module imports)."""
+    `torch.fx.GraphModule`, which the scan refuses). The first caller outside typing must be a
+    library's own file, not text run as code and not the import machinery itself (which calls
+    what a module's ``__all__`` holds: the twelfth red team), and no code of the notebook's may
+    be on the way from the import to here (a warning hook of the answer's, run while a module
+    imports)."""
     notebook = _namespace()
     frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename == typing.__file__:
+        frame = frame.f_back
+    if frame is None or frame.f_code.co_filename.startswith("<"):
+        return False
     while frame is not None:
         if frame.f_globals is notebook:
             return False
@@ -125,7 +154,7 @@ def _scan_string_annotations() -> None:
 
     def init(self, arg, *args, **kwargs):
         found = isinstance(arg, str) and (
-            _calls(arg) or ([] if _library_import() else scan_source(arg))
+            _annotation_findings(arg) or ([] if _library_import() else scan_source(arg))
         )
         if found:
             raise SyntaxError(f"a string annotation that graded code may not run: {found[0][1]}")
@@ -133,6 +162,38 @@ def _scan_string_annotations() -> None:
 
     init.scans = True
     typing.ForwardRef.__init__ = init
+
+
+def _refuse_unpickling() -> None:
+    """No answer unpickles, and a pickle calls whatever it names (``builtins.exec`` with any
+    text): ``torch.storage._load_from_bytes(data)`` would run it (the twelfth red team's review).
+    Every unpickler the kernel holds refuses, wherever a module keeps it (the one class that
+    keeps one, multiprocessing's ForkingPickler, lies in a module graded code may not reach)."""
+    import _pickle
+    import pickle
+
+    def refuse(*args, **kwargs):
+        raise pickle.UnpicklingError("graded code may not unpickle")
+
+    class Unpickler(_pickle.Unpickler):
+        load = refuse
+
+    pickle._Unpickler.load = refuse  # the Python unpickler, and every subclass of it
+    subclasses = [_pickle.Unpickler]
+    while subclasses:
+        for subclass in type.__subclasses__(subclasses.pop()):
+            if subclass is not Unpickler:
+                subclass.load = refuse
+                subclasses.append(subclass)
+    loaders = [(_pickle.load, refuse), (_pickle.loads, refuse), (_pickle.Unpickler, Unpickler)]
+    replaced = {id(old): (old, new) for old, new in loaders}
+    for module in list(sys.modules.values()):
+        if isinstance(module, types.ModuleType):
+            namespace = vars(module)
+            for name, value in list(namespace.items()):
+                old, new = replaced.get(id(value), (None, None))
+                if value is old:
+                    namespace[name] = new
 
 
 def _entries(prefix: str, namespace: dict) -> dict[str, object]:
@@ -323,6 +384,7 @@ def snapshot() -> str:
         _gate(shell.user_ns)
         _lesson.update(_helpers(shell.user_ns))
     _scan_string_annotations()
+    _refuse_unpickling()
     OUTBOX.attach()  # the channel the probes' records will leave by, as it is now
     _baseline = _with_code(_state())
     return "ok"

@@ -132,13 +132,16 @@ def _is_shape(value) -> bool:
 
 def _short(value) -> str:
     """A value from a record, as the grader writes it: a short plain string, a number (an int of
-    at most 15 digits), a bool, None or a shape (`_is_shape`); anything else is "something else"
-    (a list of strings in the place of a shape could carry the hidden test's source)."""
+    at most 15 digits, a float to six significant digits), a bool, None or a shape
+    (`_is_shape`); anything else is "something else" (a list of strings in the place of a shape
+    could carry the hidden test's source)."""
     if isinstance(value, str):
         return json.dumps(_plain(value, "a long or unusual string"))
     if type(value) is int and abs(value) >= 10**15:  # its digits could carry any text
         return "a very large int"
-    if value is None or type(value) in (bool, int, float):
+    if type(value) is float:  # six significant digits: a float's last ones could carry text
+        return repr(float(f"{value:.6g}"))
+    if value is None or type(value) in (bool, int):
         return json.dumps(value)
     if _is_shape(value):
         return json.dumps(value)
@@ -249,8 +252,8 @@ def difference(
             ):
                 return problem
         return None
-    if isinstance(want, float) and type(got) is float:
-        return None if _close(got, want, rtol, atol) else f"{at}got {got!r}, expected {want!r}"
+    if isinstance(want, float) and type(got) is float and _close(got, want, rtol, atol):
+        return None
     if type(got) is not type(want) or got != want:
         if type(got) is type(want) and not isinstance(want, dict):
             return f"{at}got {_short(got)}, expected {_short(want)}"
