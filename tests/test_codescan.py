@@ -256,7 +256,6 @@ REFUSED = {
     "an alias imported by name": ("from random import _os", "imports _os from random"),
     "an interpreter's private module": ("import _io\n_io.open(path)", "imports _io"),
     "imp": ("import imp", "imports imp"),
-    "torch.hub as an attribute": ("torch.hub.load(repo, name)", "uses the attribute hub"),
     "a pickle of any bytes": ("torch.storage._load_from_bytes(data)", "_load_from_bytes"),
     "sympy's eval": ("import sympy\nsympy.parse_expr(text)", "imports sympy"),
     "optparse's exec of a file": ("import optparse", "imports optparse"),
@@ -275,6 +274,18 @@ REFUSED = {
     "object.__setattr__ with a computed name": (
         "object.__setattr__(collections, '__a' + name, names)",
         "__setattr__ with an attribute name computed at run time",
+    ),
+    "a match pattern reading an everyday alias": (
+        "match logging:\n    case object(config=c):\n        pass",
+        "uses the attribute config",
+    ),
+    "attrgetter of an everyday alias": (
+        "operator.attrgetter('lib.format')(np)",
+        "attrgetter of 'lib.format'",
+    ),
+    "an everyday alias augmented on a computed object": (
+        "modules()[0].config += 1",
+        "augments .config of a computed object",
     ),
     "a bound __setattr__ with a computed name": (
         "collections.__setattr__(name, names)",
@@ -358,6 +369,11 @@ ALLOWED = {
     "a tensor's storage and a string's format": (
         "same = x.untyped_storage().data_ptr() == y.storage().data_ptr()\n"
         "print('{:.3f}'.format(x.item()))"
+    ),
+    "a student's own config, metadata, package and hub": (
+        "class Trainer:\n    def __init__(self):\n        self.config = {}\n"
+        "        self.metadata = {}\n        self.package = torch\n        self.hub = {}\n"
+        "        self.config['lr'] = 0.1\n        self.trainer.config += 1"
     ),
     "a match pattern reading fields": ("match p:\n    case Point(x=0, y=y):\n        print(y)"),
 }
@@ -499,12 +515,51 @@ def test_computed_names_fetch_none_of_the_interpreters_ungated_functions():
         _gated_setattr(wrapper, "__class__", type)
 
 
+def test_everyday_names_that_are_also_modules_aliases_are_checked_by_value():
+    """``self.config`` and ``"{}".format`` are the student's own; ``logging.config`` and
+    ``np.lib.format`` are refused modules under the same words: the grading kernel compiles these
+    names' reads through its gated getattr, which refuses the module by its value, however the
+    object was named (``t = torch; t.package``) and when augmented in place."""
+    program = """
+from IPython.core.interactiveshell import InteractiveShell
+from course.grading import guard
+shell = InteractiveShell.instance()
+shell.run_cell("import logging, logging.config, numpy as np, torch")
+guard.snapshot()
+cells = {
+    "own": "class T:\\n    def __init__(self):\\n        self.config = {'lr': 0.1}\\n"
+           "        self.config |= {'n': 2}\\n"
+           "print(T().config, '{:.2f}'.format(1.5), torch.ones(1).untyped_storage().nbytes())",
+    "logging.config": "logging.config._resolve('builtins.getattr')",
+    "np.lib.format": "np.lib.format.read_array",
+    "aliased torch": "t = torch\\nt.package.sys_importer",
+    "augmented": "logging.config += 1",
+}
+for name, cell in cells.items():
+    result = shell.run_cell(cell)
+    print("|", name, result.error_in_exec)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, check=True, cwd=REPO
+    )
+    verdicts = [line for line in done.stdout.splitlines() if line.startswith("| ")]
+    assert verdicts == [
+        "| own None",
+        "| logging.config the module logging.config is not available to graded code",
+        "| np.lib.format the module numpy.lib.format is not available to graded code",
+        "| aliased torch the module torch.package is not available to graded code",
+        "| augmented the module logging.config is not available to graded code",
+    ], done.stdout
+    assert "{'lr': 0.1, 'n': 2} 1.50 4" in done.stdout
+
+
 def test_the_grading_kernel_unpickles_nothing():
     """A pickle calls what it names (``builtins.exec`` with any text): in the grading kernel every
     unpickler refuses, wherever a library keeps it; copying a model still works."""
     program = """
 import copy, io, pickle
-import numpy, torch
+import numpy, torch, torch.utils.data
+from multiprocessing.reduction import ForkingPickler
 from course.grading import guard
 guard._refuse_unpickling()
 buffer = io.BytesIO()
@@ -515,6 +570,7 @@ routes = {
     "the Python unpickler": lambda: pickle._loads(pickle.dumps(1)),
     "torch.storage": lambda: torch.storage._load_from_bytes(pickle.dumps(1)),
     "numpy.load": lambda: numpy.load(io.BytesIO(buffer.getvalue()), allow_pickle=True),
+    "ForkingPickler": lambda: ForkingPickler.loads(pickle.dumps(1)),
 }
 for name, route in routes.items():
     try:
@@ -533,6 +589,7 @@ print("copied", copy.deepcopy(torch.nn.Linear(2, 1)).weight.shape)
         "the Python unpickler",
         "torch.storage",
         "numpy.load",
+        "ForkingPickler",
     ], done.stdout
     assert "copied torch.Size([1, 2])" in lines
 
@@ -551,7 +608,7 @@ def test_computed_names_cannot_fetch_what_the_scan_refuses(name):
 ALIAS_SURVEY = """
 import builtins, importlib, json, sys, types
 import matplotlib.pyplot, numpy, torch, torch.func, torch.nn, torch.optim
-from course.grading.codescan import ALLOWED_ALIASES, denied_attribute, denied_module
+from course.grading.codescan import GATED_ALIASES, denied_attribute, denied_module
 from course.grading.guard import UNGATED
 for name in sorted(sys.stdlib_module_names - {"antigravity", "this", "tkinter", "turtledemo"}):
     if not denied_module(name):
@@ -570,7 +627,7 @@ for name, module in list(sys.modules.items()):
     if not isinstance(module, types.ModuleType) or denied_module(name):
         continue
     for attribute, value in list(vars(module).items()):
-        if attribute[:2] == "__" or denied_attribute(attribute) or attribute in ALLOWED_ALIASES:
+        if attribute[:2] == "__" or denied_attribute(attribute) or attribute in GATED_ALIASES:
             continue
         if isinstance(value, types.ModuleType) and refused(value) or id(value) in ungated:
             found.add(f"{name}.{attribute}")

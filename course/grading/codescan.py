@@ -138,6 +138,7 @@ DENIED_MODULES = {
     "distutils",  # run_setup: exec of a file
     "setuptools",
     "pkg_resources",
+    "ensurepip",
     "optparse",  # Values.read_file: exec of a file
     "torch.storage",  # _load_from_bytes: unpickles any bytes
     "torch._guards",  # Source.get_value: eval of a name given as text
@@ -162,17 +163,9 @@ ALIASES = {
     "_socket",
     "_bootstrap",
     "_bootstrap_external",
-    "machinery",  # imp: importlib.machinery
-    "util",  # imp: importlib.util
-    "metadata",  # setuptools: importlib.metadata
-    "resources",  # pyparsing: importlib.resources
-    "config",  # logging: logging.config
     "mp",  # torch.cuda.tunable: multiprocessing
     "python_multiprocessing",  # torch.utils.data.dataloader: multiprocessing
-    "hub",  # torch.hub, torch.package, torch.serialization, torch._utils, torch._guards
-    "package",
-    "serialization",
-    "_utils",
+    "_utils",  # torch._utils, torch._guards
     "_guards",
     "const_fold",  # torch.fx, under other names
     "exp_config",
@@ -182,11 +175,24 @@ ALIASES = {
     "parse_expr",  # sympy's eval of text, wherever it is kept
     "sympify",
 }
-# Aliases that are also names of everyday methods stay allowed: ``numpy.lib.format`` is
-# ``np.lib.format`` (a string's ``format``), ``torch.storage`` is ``torch.storage`` (a tensor's
-# ``storage()``). What they lead to is refused where it is: the kernel unpickles nothing
-# (`course.grading.guard`), and ``_load_from_bytes`` is refused by name.
-ALLOWED_ALIASES = {"format", "storage"}
+# Names that are everyday words for a student's own attributes (``self.config``, ``"{}".format``,
+# ``x.storage()``) and also other modules' names for refused ones (``logging.config``,
+# ``np.lib.format``, ``torch.hub``, ``torch.package``): not refused by name; the grading kernel
+# reads each of them through its gated getattr, which refuses a refused module by its value
+# (`course.grading.guard`). The scan refuses what that cannot see: such a name read by a match
+# pattern or by attrgetter, or augmented in place on anything but a plain name.
+GATED_ALIASES = {
+    "config",
+    "format",
+    "hub",
+    "machinery",
+    "metadata",
+    "package",
+    "resources",
+    "serialization",
+    "storage",
+    "util",
+}
 # Harmless names of a refused module, allowed in ``from MODULE import NAME``.
 HARMLESS_IMPORTS = {"types": {"SimpleNamespace"}, "IPython.display": {"display", "clear_output"}}
 # Special names a class body or a notebook may assign as ordinary Python does.
@@ -586,6 +592,8 @@ class _Scanner(ast.NodeVisitor):
                 isinstance(n, ast.Constant) and isinstance(n.value, str) for n in names
             ):
                 self.flag(node, f"{called} with an attribute name computed at run time")
+            elif gated := [n.value for n in names if n.value.split(".")[-1] in GATED_ALIASES]:
+                self.flag(node, f"{called} of {gated[0]!r} (use the attribute itself)")
             self.called_by_name.add(id(func))
         elif called in WRAPPERS:
             if len(node.args) > WRAPPERS[called] or node.keywords:
@@ -608,10 +616,19 @@ class _Scanner(ast.NodeVisitor):
             return
         self.generic_visit(node)
 
+    def visit_AugAssign(self, node):
+        """``obj.config += x`` reads the attribute without the kernel's gate (`GATED_ALIASES`):
+        the kernel checks it first when ``obj`` is a name or a chain of attributes."""
+        target = node.target
+        if isinstance(target, ast.Attribute) and target.attr in GATED_ALIASES:
+            if not plain_chain(target.value):
+                self.flag(node, f"augments .{target.attr} of a computed object")
+        self.generic_visit(node)
+
     def visit_MatchClass(self, node):
         """``case object(__dict__=d)`` reads the attribute as ``x.__dict__`` would."""
         for name in node.kwd_attrs:
-            if denied_attribute(name):
+            if denied_attribute(name) or name in GATED_ALIASES:
                 self.flag(node, f"uses the attribute {name}")
         self.generic_visit(node)
 
@@ -636,6 +653,13 @@ class _Scanner(ast.NodeVisitor):
     def _code(self, source: str, line: int) -> None:
         for _, reason in scan_source(source):
             self.found.append((line, reason))
+
+
+def plain_chain(node: ast.AST) -> bool:
+    """A name, or attributes of a name (``self.trainer``): read again, it is what it was."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name)
 
 
 def _names_itself(call: ast.Call) -> bool:

@@ -39,10 +39,12 @@ from ..lesson.pristine import PER_REQUEST, from_library, global_hooks, unchanged
 from .codescan import (
     BY_NAME,
     DENIED_NAMES,
+    GATED_ALIASES,
     WRAPPERS,
     WRITABLE_DUNDERS,
     denied_attribute,
     denied_module,
+    plain_chain,
     scan_source,
 )
 
@@ -94,12 +96,55 @@ class _Builtins(dict):
         return vars(builtins)[key]
 
 
+# The name the cells' compiled code calls the gated getattr by (`_AliasGate`): a special name,
+# which graded code may not assign.
+GATE = "__graded_getattr__"
+
+
 def _gate(namespace: dict) -> None:
     """Give code compiled in ``namespace`` (the cells, and functions they define) the gated
     builtins; torch's and the lesson's own modules keep the interpreter's."""
     gated = _Builtins(vars(builtins))
     gated.update(getattr=_gated_getattr, setattr=_gated_setattr, delattr=_gated_delattr)
+    gated[GATE] = _gated_getattr
     namespace["__builtins__"] = gated
+
+
+def _gated_read(obj: ast.expr, name: str, like: ast.AST) -> ast.Call:
+    call = ast.Call(ast.Name(GATE, ast.Load()), [obj, ast.Constant(name)], [])
+    return ast.copy_location(call, like)
+
+
+class _AliasGate(ast.NodeTransformer):
+    """Compiles each cell's ``obj.config`` (`codescan.GATED_ALIASES`: everyday words that other
+    modules also use as names for refused ones) as ``__graded_getattr__(obj, "config")``: the
+    student's own attribute is read as before, ``logging.config`` or ``np.lib.format`` is refused
+    by its value."""
+
+    def visit_Attribute(self, node):
+        self.generic_visit(node)
+        if node.attr in GATED_ALIASES and isinstance(node.ctx, ast.Load):
+            return _gated_read(node.value, node.attr, node)
+        return node
+
+    def visit_AugAssign(self, node):
+        """``obj.config += x`` reads it without a Load: read it through the gate first (the
+        scan refuses it on anything but a name or a chain of attributes)."""
+        target = node.target
+        check = None
+        if isinstance(target, ast.Attribute) and target.attr in GATED_ALIASES:
+            if plain_chain(target.value):
+                read = self.visit(_as_load(target.value))
+                check = ast.copy_location(ast.Expr(_gated_read(read, target.attr, node)), node)
+        self.generic_visit(node)
+        return node if check is None else [check, node]
+
+
+def _as_load(node: ast.expr) -> ast.expr:
+    """A copy of a name or a chain of attributes, to be read."""
+    if isinstance(node, ast.Attribute):
+        return ast.Attribute(_as_load(node.value), node.attr, ast.Load())
+    return ast.Name(node.id, ast.Load())
 
 
 def _annotation_findings(annotation: str) -> list[tuple[int, str]]:
@@ -167,8 +212,8 @@ def _scan_string_annotations() -> None:
 def _refuse_unpickling() -> None:
     """No answer unpickles, and a pickle calls whatever it names (``builtins.exec`` with any
     text): ``torch.storage._load_from_bytes(data)`` would run it (the twelfth red team's review).
-    Every unpickler the kernel holds refuses, wherever a module keeps it (the one class that
-    keeps one, multiprocessing's ForkingPickler, lies in a module graded code may not reach)."""
+    Every unpickler the kernel holds refuses, wherever a module keeps it, and in the one class
+    that keeps one (multiprocessing's ForkingPickler, which torch's DataLoader imports)."""
     import _pickle
     import pickle
 
@@ -187,6 +232,8 @@ def _refuse_unpickling() -> None:
                 subclasses.append(subclass)
     loaders = [(_pickle.load, refuse), (_pickle.loads, refuse), (_pickle.Unpickler, Unpickler)]
     replaced = {id(old): (old, new) for old, new in loaders}
+    if (reduction := sys.modules.get("multiprocessing.reduction")) is not None:
+        reduction.ForkingPickler.loads = refuse
     for module in list(sys.modules.values()):
         if isinstance(module, types.ModuleType):
             namespace = vars(module)
@@ -382,6 +429,7 @@ def snapshot() -> str:
     shell = get_ipython()
     if shell is not None:
         _gate(shell.user_ns)
+        shell.ast_transformers.append(_AliasGate())
         _lesson.update(_helpers(shell.user_ns))
     _scan_string_annotations()
     _refuse_unpickling()
