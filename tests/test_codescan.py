@@ -275,6 +275,10 @@ REFUSED = {
         "object.__setattr__(collections, '__a' + name, names)",
         "__setattr__ with an attribute name computed at run time",
     ),
+    "a tensor's version counter set": (
+        "torch._C._autograd._unsafe_set_version_counter(params, versions)",
+        "uses the attribute _unsafe_set_version_counter",
+    ),
     "a match pattern reading an everyday alias": (
         "match logging:\n    case object(config=c):\n        pass",
         "uses the attribute config",
@@ -551,6 +555,38 @@ for name, cell in cells.items():
         "| augmented the module logging.config is not available to graded code",
     ], done.stdout
     assert "{'lr': 0.1, 'n': 2} 1.50 4" in done.stdout
+
+
+def test_the_grading_kernel_sets_no_version_counter():
+    """The probes count optimizer updates by the parameters' version counters: torch's setter
+    refuses in the grading kernel, called directly or by its preserving context; in-place
+    operations still move the counter."""
+    program = """
+import torch
+from course.grading import guard
+guard._refuse_version_setting()
+w = torch.zeros(2, requires_grad=True)
+for name, route in {
+    "setter": lambda: torch._C._autograd._unsafe_set_version_counter((w,), (0,)),
+    "context": lambda: torch.autograd.grad_mode._unsafe_preserve_version_counter(w).__exit__(),
+}.items():
+    try:
+        route()
+        print(name, "set")
+    except RuntimeError as error:
+        print(name, "refused:", error)
+with torch.no_grad():
+    w.add_(1)
+print("version", w._version)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, check=True, cwd=REPO
+    )
+    assert done.stdout.splitlines() == [
+        "setter refused: graded code may not set a tensor's version counter",
+        "context refused: graded code may not set a tensor's version counter",
+        "version 1",
+    ], done.stdout
 
 
 def test_the_grading_kernel_unpickles_nothing():

@@ -172,6 +172,10 @@ ALIASES = {
     "fx_pytree",
     "fx_traceback",
     "_load_from_bytes",  # torch.storage's unpickler of any bytes, wherever it is kept
+    # a tensor's version counter, by which the probes count optimizer updates (the thirteenth
+    # red team): only torch's own in-place operations may move it
+    "_unsafe_set_version_counter",
+    "_unsafe_preserve_version_counter",
     "parse_expr",  # sympy's eval of text, wherever it is kept
     "sympify",
 }

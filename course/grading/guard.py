@@ -243,6 +243,18 @@ def _refuse_unpickling() -> None:
                     namespace[name] = new
 
 
+def _refuse_version_setting() -> None:
+    """The probes count optimizer updates by how far each parameter's version counter moved:
+    torch's setter of that counter (and the context that calls it) refuses in the grading kernel,
+    however it is reached (the thirteenth red team set it back after a second step)."""
+    import torch
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("graded code may not set a tensor's version counter")
+
+    torch._C._autograd._unsafe_set_version_counter = refuse
+
+
 def _entries(prefix: str, namespace: dict) -> dict[str, object]:
     return {f"{prefix}.{name}": value for name, value in namespace.items()}
 
@@ -433,6 +445,7 @@ def snapshot() -> str:
         _lesson.update(_helpers(shell.user_ns))
     _scan_string_annotations()
     _refuse_unpickling()
+    _refuse_version_setting()
     OUTBOX.attach()  # the channel the probes' records will leave by, as it is now
     _baseline = _with_code(_state())
     return "ok"
