@@ -2,9 +2,12 @@
 
 The grader (`course.grading.execute.GradingExecute`) calls `start()` before the first cell a
 student could have written, while nothing in the kernel has been touched yet: it gates the
-notebook's builtins, takes the baseline and answers the grader from a thread of its own, over a
-Unix socket the grader listens on. Question and answer never pass through anything student code
-could rebind (the user namespace, ``__import__``, display formatters, the shell). After every
+notebook's builtins (and the cells' reads of a few everyday names that other modules give
+refused ones, `_AliasGate`), makes string annotations scanned, unpickling and the setting of
+version counters refused, takes the baseline and answers the grader from a thread of its own,
+over a Unix socket the grader listens on. Question and answer never pass through anything
+student code could rebind (the user namespace, ``__import__``, display formatters, the shell).
+After every
 test cell, after the last cell and after the hidden tests the grader asks "check"; the answer is
 "ok" or names what changed:
 functions of torch, torch.Tensor, torch.nn.functional, torch.autograd, builtins and the course's
