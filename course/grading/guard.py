@@ -7,9 +7,8 @@ refused ones, `_AliasGate`), makes string annotations scanned, unpickling and th
 version counters refused, takes the baseline and answers the grader from a thread of its own,
 over a Unix socket the grader listens on. Question and answer never pass through anything
 student code could rebind (the user namespace, ``__import__``, display formatters, the shell).
-After every
-test cell, after the last cell and after the hidden tests the grader asks "check"; the answer is
-"ok" or names what changed:
+After every test cell, after the last cell and after the hidden tests the grader asks "check";
+the answer is "ok" or names what changed:
 functions of torch, torch.Tensor, torch.nn.functional, torch.autograd, builtins and the course's
 check and probe helpers; PyTorch's default dtype and global hooks; Python's
 import machinery; IPython's input and AST transformers, event callbacks and shell methods; and
