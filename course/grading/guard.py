@@ -55,7 +55,7 @@ _getattr, _setattr, _delattr = builtins.getattr, builtins.setattr, builtins.dela
 # The interpreter's functions the notebook has gated or may not name: wherever another module
 # keeps one (``numpy.lib._datasource._open``), a computed name may not fetch it.
 UNGATED = {"getattr", "setattr", "delattr", *(n for n in DENIED_NAMES if hasattr(builtins, n))}
-_UNGATED_VALUES = tuple(vars(builtins)[name] for name in UNGATED)
+_UNGATED_IDS = {id(vars(builtins)[name]) for name in UNGATED}  # alive as long as the interpreter
 
 
 def _refused(name: object) -> bool:
@@ -71,7 +71,7 @@ def _gated_getattr(obj, name, *default):
     value = _getattr(obj, name, *default)
     if isinstance(value, types.ModuleType) and denied_module(value.__name__):
         raise AttributeError(f"the module {value.__name__} is not available to graded code")
-    if any(value is ungated for ungated in _UNGATED_VALUES):
+    if id(value) in _UNGATED_IDS:
         raise AttributeError(f"{name!r} is not available to graded code")
     return value
 
