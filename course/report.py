@@ -22,7 +22,6 @@ from .gradesheet import Row  # noqa: E402
 from .grading import late  # noqa: E402
 from .grading.batch import (  # noqa: E402
     FAILED,
-    FLAGGED,
     GRADED,
     MISSING,
     PARTIAL,
@@ -143,7 +142,7 @@ def write_report(
         [
             f"{esc(r.assignment)} / {esc(r.student_id)}: {esc(r.status)}, {esc(r.detail)}"
             for r in rows
-            if r.status in (FAILED, PARTIAL, FLAGGED)
+            if r.status in (FAILED, PARTIAL)
         ],
     )
     listed(

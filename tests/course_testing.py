@@ -20,11 +20,13 @@ import nbformat
 
 from course import release
 from course.grading.coursedir import CONFIG_FILE, Course
+from course.grading.draws import SECRET
 from course.submission import build_submission, write_submission
 
 REPO = Path(__file__).resolve().parents[1]
 
 CONTRACT_DOC = REPO / "docs" / "exercise-contract.md"
+TEST_SECRET = "the test suite's course secret"
 
 
 def read_contract(text: str) -> dict[str, list[str]]:
@@ -96,17 +98,20 @@ def copy_course(dest: Path, with_release: bool = False) -> Course:
     shutil.copy2(REPO / CONFIG_FILE, dest / CONFIG_FILE)
     shutil.copytree(REPO / "source", dest / "source")
     shutil.copytree(REPO / "fixtures", dest / "fixtures")
-    # The reference's records (`course.grading.probes`), keyed by each source's content: made by
-    # the first release or grade of the session, reused by every later scratch course.
-    # Only the records: the repository's own backups and lock (`course.grading.gradebook`) are
-    # its own.
+    # The reference's records (`course.grading.reference`), keyed by each source's content and
+    # draw: made by the first release or grade that needs them, shared by every scratch course
+    # (written atomically: two at once are safe). Only the records: the repository's own backups
+    # and lock (`course.grading.gradebook`) are its own.
     shared = REPO / ".course" / "expected"
-    if shared.is_dir():
-        shutil.copytree(shared, dest / ".course" / "expected")
+    shared.mkdir(parents=True, exist_ok=True)
+    (dest / ".course").mkdir(parents=True, exist_ok=True)
+    (dest / ".course" / "expected").symlink_to(shared)
+    # One course secret for every scratch course: the same submission draws the same hidden
+    # inputs in every test run (`course.grading.draws`), and their records are made once.
+    (dest / SECRET).write_text(TEST_SECRET)
     course = Course.at(dest)
     if with_release:  # regenerated, so the scratch gradebook knows the assignments' cells
         release.release(course, [])
-        shutil.copytree(dest / ".course" / "expected", shared, dirs_exist_ok=True)
     return course
 
 

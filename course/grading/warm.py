@@ -7,7 +7,7 @@ forked from one process that imported what every kernel needs once (`serve_all`)
 submission's kernel is then forked from it: a process of its own that no other student's code
 has touched, which starts where a cold kernel would be after those cells.
 What those cells printed is recorded once per version of the source, by the trusted kernel that
-runs the reference solutions (`course.grading.probes.expected_records`, no student code there),
+runs the reference solutions (`course.grading.reference.prefix`, no student code there),
 and copied into each notebook graded warm (`course.grading.execute.GradingExecute`). A kernel
 whose zygote is still starting waits for it (`zygote_socket`): no submission is graded cold to
 record them, and no cold start competes with the starting zygotes for the cores.
@@ -384,6 +384,9 @@ class SandboxedKernelManager(AsyncKernelManager):
             pid = None
         if pid is None:
             launcher = [sys.executable, "-m", "course.grading.sandbox", self.policy, "--"]
+            # none of the grader's streams: its terminal takes no byte a kernel chose
+            kw.update(stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+            kw.update(stderr=subprocess.DEVNULL)
             return await super()._async_launch_kernel(launcher + kernel_cmd, **kw)
         provisioner = self.provisioner
         provisioner.process = ForkedProcess(pid)
