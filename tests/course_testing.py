@@ -204,14 +204,6 @@ def write_attack(course: Course, student: str, attack: Attack) -> Path:
     return path
 
 
-def attack_targets(attack: Attack) -> set[str]:
-    """The cells a forgery targets (its "# Target cells:" line): it solves the values of its
-    exercise honestly and forges one fact whose right value is a constant, so only the cells
-    that check that fact must earn nothing. Any other attack must earn nothing at all."""
-    found = re.search(r"^# Target cells: (.+)$", attack.header, re.M)
-    return {name.strip() for name in found.group(1).split(",")} if found else set()
-
-
 def feedback_text(course: Course, student: str) -> str:
     """What ``student`` reads in their feedback pages: every file's text, tags removed."""
     folder = course.root / "feedback" / student

@@ -1,7 +1,7 @@
 """Grade attack files (fixtures/attacks' format) in a scratch course, as a red team or a reviewer
-would, and print what each earned, whether it was flagged, and whether it leaked::
+would, and print what each earned and whether it leaked::
 
-    .venv/bin/python tests/redteam.py fixtures/open-attacks/04_no_grad/*.py [--scan-off]
+    .venv/bin/python tests/redteam.py fixtures/attacks/04_no_grad/*.py [--keep]
 
 A bystander (the reference solution) is graded in the same batch and must keep every point. The
 course is a copy (`course_testing.copy_course`) in a temporary folder, graded by `python -m
@@ -21,7 +21,6 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from course.submission import build_submission, reference_answers, write_submission  # noqa: E402
 from course_testing import (  # noqa: E402
-    attack_targets,
     cell_scores,
     copy_course,
     leaked_secrets,
@@ -35,7 +34,6 @@ from course_testing import (  # noqa: E402
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("files", nargs="+", type=Path)
-    parser.add_argument("--scan-off", action="store_true", help="grade with the static scan off")
     parser.add_argument("--keep", action="store_true", help="keep the scratch course")
     args = parser.parse_args()
     attacks = [read_attack(p.resolve()) for p in args.files]
@@ -43,7 +41,6 @@ def main() -> int:
     course = copy_course(root, with_release=True)
     with (root / "nbgrader_config.py").open("a") as config:
         config.write("\nc.Execute.timeout = 15\nc.GradingExecute.total_timeout = 90\n")
-        config.write(f"c.GradingExecute.static_scan = {not args.scan_off}\n")
     assignments = sorted({a.assignment for a in attacks})
     for assignment in assignments:
         refs = reference_answers(course, assignment)
@@ -68,14 +65,12 @@ def main() -> int:
             scores = cell_scores(course, attack.assignment, attack.name)
         except Exception:
             scores = {}
-        targets = attack_targets(attack)
-        earned = {k: v for k, v in scores.items() if v and (not targets or k in targets)}
+        earned = {k: v for k, v in scores.items() if v}
         leaked = leaked_secrets(course, attack)
         harm += bool(earned or leaked)
         detail = row.get("detail", "")[:300]
         print(f"\n{attack.assignment}/{attack.name}: {row.get('status')} {detail}")
-        aimed = f" (targets {sorted(targets)})" if targets else ""
-        print(f"  earned {earned or 'nothing'}{aimed}")
+        print(f"  earned {earned or 'nothing'}")
         print(f"  leaked {leaked[:3]}" if leaked else "  leaked nothing")
     for assignment in assignments:
         got = sum(v or 0 for v in cell_scores(course, assignment, "bystander").values())

@@ -23,7 +23,7 @@ from course.gradesheet import (
     write_moodle_csvs,
 )
 from course.grading import late
-from course.grading.batch import FAILED, FLAGGED, GRADED, MISSING, Outcome
+from course.grading.batch import FAILED, GRADED, MISSING, PARTIAL, Outcome
 from course_testing import copy_course
 
 DUE = datetime.datetime(2031, 1, 15, 12, 0)
@@ -79,10 +79,10 @@ def test_the_late_penalty_follows_the_rule_whatever_the_order(course):
 
 
 def test_a_status_stands_while_the_gradebook_has_what_it_graded(course):
-    flagged = Outcome("01", "ada", FLAGGED, "tests withheld for review: nb: ...")
-    assert _rows(course, [flagged])[("01", "ada")].status == FLAGGED
+    partial = Outcome("01", "ada", PARTIAL, "not graded: test")
+    assert _rows(course, [partial])[("01", "ada")].status == PARTIAL
     _grade_essay(course, "ada", 1.0)  # manual grading leaves the run's finding alone
-    assert _rows(course)[("01", "ada")].detail == flagged.detail
+    assert _rows(course)[("01", "ada")].detail == partial.detail
     assert json.loads(course.gradebook.with_name(STATUS_FILE).read_text())
     with course.api().gradebook as gb:  # another autograde changed the work's score
         gb.find_grade("test", "nb", "01", "ada").auto_score = 3.0

@@ -13,7 +13,6 @@ For every test cell of the source notebooks, from the reference's own records on
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import nbformat
 import pytest
@@ -32,14 +31,21 @@ def _cells(assignment: str) -> list[tuple[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def made(tmp_path_factory) -> dict[str, dict[int, dict[str, list]]]:
+def references(tmp_path_factory):
     """assignment -> draw -> grade id -> the reference's records, made by the real route (one
-    trusted kernel per notebook)."""
-    cache = tmp_path_factory.mktemp("references")
-    return {
-        a: reference.records(REPO / "source" / a / f"{a}.ipynb", cache / a, DRAWS)
-        for a in sorted(CONTRACT)
-    }
+    trusted kernel per notebook), when a test first asks for that assignment."""
+    cache, made = tmp_path_factory.mktemp("references"), {}
+
+    def of(assignment: str) -> dict[int, dict[str, list]]:
+        if assignment not in made:
+            source = REPO / "source" / assignment / f"{assignment}.ipynb"
+            made[assignment] = reference.records(source, cache / assignment, DRAWS)
+        return made[assignment]
+
+    return of
+
+
+ASSIGNMENTS = sorted(CONTRACT)
 
 
 def _graded(record: dict) -> dict:
@@ -50,49 +56,48 @@ def _graded(record: dict) -> dict:
     return {"": value}
 
 
-def _blocks(made):
-    for assignment, by_draw in made.items():
-        for grade_id, _ in _cells(assignment):
-            if not grade_id.startswith("test_quick_check"):  # a letter: secret, not drawn
-                yield assignment, grade_id, {d: by_draw[d][grade_id] for d in DRAWS}
+def _blocks(by_draw: dict[int, dict[str, list]], assignment: str):
+    """(grade id, draw -> records) of each test cell but the quick checks (a letter is a secret
+    answer, not a drawn input)."""
+    for grade_id, _ in _cells(assignment):
+        if not grade_id.startswith("test_quick_check"):
+            yield grade_id, {d: by_draw[d][grade_id] for d in DRAWS}
 
 
-def test_every_probe_draws_its_inputs_per_submission(made):
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_every_probe_draws_its_inputs_per_submission(references, assignment):
     fixed = []
-    for assignment, grade_id, by_draw in _blocks(made):
+    for grade_id, by_draw in _blocks(references(assignment), assignment):
         for index, first in enumerate(by_draw[DRAWS[0]]):
             seen = {
-                json.dumps(records[index]["record"], sort_keys=True) for records in by_draw.values()
+                json.dumps([records[index]["title"], records[index]["record"]], sort_keys=True)
+                for records in by_draw.values()
             }
             if len(seen) == 1:
-                fixed.append(f"{assignment} {grade_id}: {first['title']}")
-    assert not fixed, "these probes record the same on every draw:\n" + "\n".join(fixed)
+                fixed.append(f"{grade_id}: {first['title']}")
+    assert not fixed, "these probes are the same on every draw:\n" + "\n".join(fixed)
 
 
-def test_no_graded_key_has_one_right_value(made):
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_no_graded_key_has_one_right_value(references, assignment):
     constant = []
-    for assignment, grade_id, by_draw in _blocks(made):
+    for grade_id, by_draw in _blocks(references(assignment), assignment):
         values: dict[str, set[str]] = {}
         for records in by_draw.values():
             for record in records:
                 for key, value in _graded(record).items():
                     values.setdefault(key, set()).add(json.dumps(value, sort_keys=True))
-        constant += [
-            f"{assignment} {grade_id}: {k!r}" for k, seen in values.items() if len(seen) < 2
-        ]
-    assert not constant, (
-        "graded keys with one right value (make them teaching lines):\n" + "\n".join(constant)
+        constant += [f"{grade_id}: {k!r}" for k, seen in values.items() if len(seen) < 2]
+    assert not constant, "graded keys with one right value (teaching lines?):\n" + "\n".join(
+        constant
     )
 
 
-def test_titles_are_unique_in_each_block(made):
-    for assignment, grade_id, by_draw in _blocks(made):
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_titles_are_unique_and_teaching_lines_say_why(references, assignment):
+    for grade_id, by_draw in _blocks(references(assignment), assignment):
         titles = [r["title"] for r in by_draw[DRAWS[0]]]
-        assert len(titles) == len(set(titles)), (assignment, grade_id)
-
-
-def test_every_teaching_key_says_why(made):
-    for assignment, grade_id, by_draw in _blocks(made):
+        assert len(titles) == len(set(titles)), grade_id
         for record in by_draw[DRAWS[0]]:
             for key, line in record["teaching"].items():
                 assert isinstance(line, str) and len(line) > 20, (grade_id, record["title"], key)
@@ -138,21 +143,23 @@ def _trivial_cases():
     for assignment, exercises in sorted(CONTRACT.items()):
         for exercise in exercises:
             for kind, answer in {**NOTHING, **OF_ITS_KIND[exercise]}.items():
-                yield pytest.param(assignment, exercise, answer, id=f"{exercise}: {kind}")
+                yield pytest.param(
+                    assignment, exercise, answer, id=f"{assignment} {exercise}: {kind}"
+                )
 
 
 @pytest.mark.parametrize("assignment, exercise, answer", list(_trivial_cases()))
-def test_an_answer_that_computes_nothing_fails_every_cell(made, assignment, exercise, answer):
+def test_an_answer_that_computes_nothing_fails_every_cell(references, assignment, exercise, answer):
     cells = [(g, code) for g, code in _cells(assignment) if g.startswith(f"test_{exercise}")]
     assert cells, f"{exercise} has no test cell with hidden tests"
     for draw in DRAWS:
         for grade_id, code in cells:
             got = json.loads(probes.collect(code, {exercise: answer}, draw))
-            verdict = judging.judge(got, made[assignment][draw][grade_id])
+            verdict = judging.judge(got, references(assignment)[draw][grade_id])
             assert verdict.problems, f"{grade_id} passed on draw {draw}"
 
 
-def test_the_check_of_constants_finds_one(made):
+def test_the_check_of_constants_finds_one():
     """The known-bad case: a record whose graded key is a flag that is always False."""
     records = [
         {"title": "t", "teaching": {}, "record": {"dict": {"flag": False, "v": float(d)}}}
@@ -160,24 +167,3 @@ def test_the_check_of_constants_finds_one(made):
     ]
     values = {json.dumps(_graded(r)["flag"]) for r in records}
     assert len(values) == 1  # what test_no_graded_key_has_one_right_value refuses
-
-
-def test_the_draw_changes_the_inputs_and_zero_is_the_instructors():
-    assert probes.seeded(5).initial_seed() == 5  # outside the grader: the source's inputs
-    block = '@probe("x")\ndef _(f):\n    return f(torch.randn(3, generator=seeded(5)))\n'
-    runs = {d: json.loads(probes.collect(block, {"f": lambda t: t}, d)) for d in (0, 1, 2)}
-    values = {d: tuple(r[0]["record"]["values"]) for d, r in runs.items()}
-    assert len(set(values.values())) == 3
-    assert values[0] == tuple(torch.randn(3, generator=torch.Generator().manual_seed(5)).tolist())
-
-
-def test_the_reference_is_made_once_per_draw(tmp_path, monkeypatch):
-    source = REPO / "source" / "02_backward" / "02_backward.ipynb"
-    runs = []
-    real = reference._run
-    monkeypatch.setattr(reference, "_run", lambda *a, **k: runs.append(a[1]) or real(*a, **k))
-    first = reference.records(source, tmp_path, [21, 22])
-    again = reference.records(source, tmp_path, [22, 21, 23])
-    assert runs == [[21, 22], [23]]  # one kernel for both draws; the third made alone, later
-    assert first[21] == again[21] and set(again) == {21, 22, 23}
-    assert Path(reference.version_dir(source, tmp_path)).is_dir()

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from course.grading.probes import expected_prefixes
+from course.grading.batch import check_references
+from course.grading.coursedir import Course
 from course.grading.sandbox import Limits, kernel_uid, kill_uid, policy_for
 from course.grading.warm import (
     ZYGOTE_WAIT,
@@ -87,7 +88,7 @@ def test_a_forked_process_is_seen_running_then_exited():
 @pytest.fixture(scope="module")
 def zygote(tmp_path_factory):
     warm = tmp_path_factory.mktemp("warm")
-    warm_up = WarmUp(expected_prefixes(REPO, ["04_no_grad"]), warm)
+    warm_up = WarmUp(check_references(Course.at(REPO), ["04_no_grad"]), warm)
     warm_up.wait()
     socket = warm / "04_no_grad" / "04_no_grad.sock"
     assert socket.exists(), (warm / "zygotes.log").read_text()
@@ -102,7 +103,8 @@ def _children(pid: int) -> list[int]:
 def test_one_process_starts_every_notebooks_zygote_and_they_end_with_it(tmp_path):
     """torch is imported once for all the zygotes; killing that one process (as the grader does
     when it ends) ends every zygote too."""
-    warm_up = WarmUp(expected_prefixes(REPO, ["01_requires_grad", "04_no_grad"]), tmp_path)
+    prefixes = check_references(Course.at(REPO), ["01_requires_grad", "04_no_grad"])
+    warm_up = WarmUp(prefixes, tmp_path)
     try:
         warm_up.wait()
         assert [served.exists() for _, served in warm_up.specs] == [True, True]
@@ -121,7 +123,7 @@ def test_a_course_in_a_deep_folder_still_gets_warm_kernels(tmp_path):
     reached all the same."""
     deep = tmp_path / ("d" * 60) / ("e" * 60)
     deep.mkdir(parents=True)
-    warm_up = WarmUp(expected_prefixes(REPO, ["04_no_grad"]), deep)
+    warm_up = WarmUp(check_references(Course.at(REPO), ["04_no_grad"]), deep)
     try:
         ((_, served),) = warm_up.specs
         assert len(str(served)) > 108

@@ -18,9 +18,8 @@ import nbformat
 from nbgrader.api import MissingEntry
 from sqlalchemy.exc import SQLAlchemyError
 
-from . import handin, reference, resume
+from . import draws, handin, reference, resume
 from .coursedir import Course, CourseError, nbgrader_reason
-from .draws import course_secret, submission_draw
 from .jobs import Job, JobResult
 from .record import RecordError, record
 from .runner import run_jobs
@@ -178,17 +177,22 @@ def check_references(course: Course, assignments: list[str], workers: int = 2) -
     return found
 
 
-def make_references(course: Course, jobs: list[Job], workers: int) -> None:
-    """The reference's records for the draw of every job (`course.grading.reference`): one
-    kernel per notebook and chunk of draws not made before, ``workers`` at a time."""
-    draws: dict[str, set[int]] = {}
-    for job in jobs:
-        draws.setdefault(job.assignment, set()).add(job.draw)
+def submission_draw(course: Course, assignment: str, student: str) -> int:
+    """The draw of a hand-in's hidden inputs (`course.grading.draws`), from its time; raises
+    `handin.HandInError` for a time that is not one."""
+    stamp = handin.timestamp(course.root / "submitted" / student / assignment)
+    return draws.submission_draw(draws.course_secret(course.root), student, stamp)
+
+
+def make_references(course: Course, wanted: dict[str, set[int]], workers: int) -> None:
+    """The reference's records for each assignment's ``wanted`` draws
+    (`course.grading.reference`): one kernel per notebook and chunk of draws not made before,
+    ``workers`` at a time."""
     tasks = []
-    for assignment, wanted in sorted(draws.items()):
+    for assignment, drawn in sorted(wanted.items()):
         cache = reference.cache_dir(course.root, assignment)
         for source in _sources(course, assignment):
-            for chunk in reference.missing_chunks(source, cache, wanted):
+            for chunk in reference.missing_chunks(source, cache, drawn):
                 tasks.append((source, cache, chunk))
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         running = [
@@ -309,7 +313,6 @@ def grade(
     # checked and the gradebook snapshot is made (a kernel waits for its notebook's zygote).
     handed_in = {a for a in chosen if set(roster) & set(course.submitted_students(a))}
     zygotes = {s: p for s, p in prefixes.items() if warm and s.parent.name in handed_in}
-    secret = course_secret(course.root)
     with (
         tempfile.TemporaryDirectory(prefix="course-grade-") as tmp,
         contextlib.closing(WarmUp(zygotes, Path(tmp) / "warm")),
@@ -325,7 +328,6 @@ def grade(
                 elif problem := check_submission_files(course, assignment, student):
                     done(_failed(api, assignment, student, problem))
                 else:
-                    stamp = handin.timestamp(course.root / "submitted" / student / assignment)
                     jobs.append(
                         Job(
                             course.root,
@@ -334,7 +336,7 @@ def grade(
                             workdir / "gradebook.db",
                             workdir,
                             workdir / "warm" if warm else None,
-                            submission_draw(secret, student, stamp),
+                            submission_draw(course, assignment, student),
                         )
                     )
         with api.gradebook as gb:  # make sure every student exists before the snapshot
@@ -351,7 +353,10 @@ def grade(
             jobs.remove(job)
             kept.add((job.assignment, job.student))
         phase("running the reference solutions on each submission's hidden inputs")
-        make_references(course, jobs, workers)
+        wanted: dict[str, set[int]] = {}
+        for job in jobs:
+            wanted.setdefault(job.assignment, set()).add(job.draw)
+        make_references(course, wanted, workers)
         phase("grading; kernels wait for their notebook's warm process" if warm else "grading")
         recorded = set(kept)
         try:

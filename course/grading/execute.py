@@ -291,9 +291,14 @@ class GradingExecute(Execute):
 
     def _silent(self, code: str) -> None:
         """Run the grader's own ``code`` in the kernel, outside the notebook's cells and history
-        (no cell events fire, nothing is shown)."""
+        (no cell events fire, nothing is shown), before any student code has run there: a
+        failure is the grader's trouble (`KernelStartFailed`)."""
         msg_id = self.kc.execute(code, silent=True, store_history=False)
-        self.wait_for_reply(msg_id)
+        content = (self.wait_for_reply(msg_id) or {}).get("content", {})
+        if content.get("status") != "ok":
+            raise KernelStartFailed(
+                f"the kernel could not run the grader's code ({content.get('ename', 'no reply')})"
+            )
 
     def _judge_probes(self) -> None:
         """After the last cell: run each test cell's probes outside the notebook's cells and
@@ -304,6 +309,9 @@ class GradingExecute(Execute):
         for index, grade_id, hidden in self._probes:
             cell = self.nb.cells[index]
             run = nbformat.v4.new_code_cell(kernelcalls.send_records(hidden, self._draw))
+            # the records' message is read, never kept: only the cell's cap bounds it, so what
+            # the notebook printed before cannot push it out
+            self._output_bytes = 0
             try:
                 self._execute(run, self.resources, index, store_history=False)
             finally:
@@ -360,13 +368,11 @@ class GradingExecute(Execute):
     execute_cell = run_sync(async_execute_cell)
 
     def on_cell_executed(self, **kwargs):
-        """nbgrader adds the reply's error to the cell when no output named it (a timeout): its
-        text is the kernel's, so it is cut to `MAX_ERROR_TEXT` first, and never added once the
-        cell's output was cut."""
+        """nbgrader adds the reply's error to the cell when no output named it (a timeout, or
+        output cut past the cap): its text is the kernel's, so it is cut to `MAX_ERROR_TEXT`
+        first."""
         content = kwargs["execute_reply"].get("content", {})
         if content.get("status") == "error":
-            if self._cell_output_bytes > self.max_output_kb * 1024 or self._probing:
-                return
             content["ename"] = _bounded(content.get("ename"))
             content["evalue"] = _bounded(content.get("evalue"))
             lines = content.get("traceback")

@@ -8,7 +8,8 @@ such data cannot hold without solving: the values the answer computed on inputs 
 submission, which must match the reference's records for the same inputs (`reference`), made in
 a kernel no student code ran in. A record's keys that the probe marks as teaching (facts whose
 right value any kernel could report, such as a flag that is always False or how often the answer
-called a function) are compared too, and a difference becomes a line marked "not graded".
+called a function) are compared too: a difference becomes a line marked "not graded", or, where
+the graded values differ as well, part of the failure's message (it is likely why).
 Titles, tolerances, hints and teaching lines come from the reference's records only; what the
 student's records hold reaches the feedback only as `course.grading.quoting` allows.
 """
@@ -24,7 +25,7 @@ import nbformat
 import torch
 
 from ..lesson.probes import RECORDS_MIME
-from .quoting import describe, error_name, short
+from .quoting import describe, error_name, plain, short
 
 FAILED = "HiddenTestFailed"
 NO_RECORDS = (
@@ -85,7 +86,7 @@ def _values(got, want, rtol: float, atol: float) -> str | None:
 
 def _tensor_difference(got: dict, want: dict, rtol: float, atol: float) -> str | None:
     if got.get("tensor") != want.get("tensor"):
-        return f"its dtype is {short(got.get('tensor'))}, expected {want.get('tensor')}"
+        return f"its dtype is {plain(got.get('tensor'))}, expected {want.get('tensor')}"
     if got.get("shape") != want.get("shape"):
         return f"its shape is {short(got.get('shape'))}, expected {want.get('shape')}"
     for fact in ("requires_grad", "is_leaf"):
@@ -171,6 +172,21 @@ def _outcome(title: str, mine: dict, asked: Collection[str]) -> str | None:
     return None if "record" in mine else f"{title}: no result"
 
 
+def _teaching_facts(got: dict, want: dict, teaching: dict, rtol, atol, reveal) -> list[str]:
+    """Each teaching key where the student's record differs: "<difference>. <teaching line>"."""
+    facts = []
+    for key, line in teaching.items():
+        if key not in want:
+            continue
+        try:
+            fact = difference(got.get(key), want[key], rtol, atol, key, reveal)
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError, RuntimeError):
+            fact = f"{key}: could not be read as data"
+        if fact:
+            facts.append(f"{fact}. {line}".rstrip())
+    return facts
+
+
 def judge(
     got: list[dict] | None, want: list[dict], reveal: bool = False, asked: Collection[str] = ()
 ) -> Verdict:
@@ -194,18 +210,13 @@ def judge(
             problem = difference(graded_got, graded_want, rtol, atol, reveal=reveal)
         except (KeyError, TypeError, ValueError, IndexError, AttributeError, RuntimeError):
             problem = "the result could not be read as data"  # a malformed record
+        facts = _teaching_facts(taught_got, taught_want, teaching, rtol, atol, reveal)
         if problem:
             hint = next((h for key, h in expected["hints"].items() if problem.startswith(key)), "")
-            verdict.problems.append(f"{title}: {problem}. {hint}".rstrip())
-        for key, line in teaching.items():
-            if key not in taught_want:
-                continue
-            try:
-                fact = difference(taught_got.get(key), taught_want[key], rtol, atol, key, reveal)
-            except (KeyError, TypeError, ValueError, IndexError, AttributeError, RuntimeError):
-                fact = f"{key}: could not be read as data"
-            if fact:
-                verdict.teaching.append(f"{title}: {fact}. {line}".rstrip())
+            also = "".join(f" Also, {fact}" for fact in facts)  # likely why the values differ
+            verdict.problems.append(f"{title}: {problem}. {hint}".rstrip() + also)
+        else:
+            verdict.teaching += [f"{title}: {fact}" for fact in facts]
     return verdict
 
 

@@ -589,11 +589,11 @@ def unavailable() -> str | None:
 
 
 def close_inherited() -> None:
-    """Keep no descriptor of the process that started this one: standard streams to /dev/null
+    """Keep no descriptor of the process this one was forked from: standard streams to /dev/null
     (the kernel's output goes over its own sockets, made after this), every other one closed. A
     zygote's log, shared by every kernel it forks, must never carry one student's output to
-    another's grading, and the grader's terminal (a cold kernel's launcher inherits it) must
-    never receive a byte a kernel chose: a title, a clipboard write, a forged summary line."""
+    another's grading. (A kernel started cold is launched with its streams on /dev/null and keeps
+    only those, `main`: the grader's terminal never receives a byte a kernel chose.)"""
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
@@ -652,7 +652,8 @@ def main(argv: list[str]) -> None:
     """``python -m course.grading.sandbox POLICY_JSON -- CMD...``: sandbox, then become CMD."""
     split = argv.index("--")
     enter(Policy.from_json(argv[split - 1]))  # what it could not enforce, `grade` has said
-    close_inherited()
+    # Only the standard streams its starter chose go on (the grader gives a kernel /dev/null).
+    os.closerange(3, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
     command = argv[split + 1 :]
     os.execvp(command[0], command)
 
