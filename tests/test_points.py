@@ -111,6 +111,17 @@ def _raise_key_error(*args, **kwargs):
     raise KeyError("weight")
 
 
+def _only_clear_grads(params, lr):
+    for p in params:
+        p.grad = None
+
+
+def _only_zero_grads(params, lr):
+    for p in params:
+        if p.grad is not None:
+            p.grad.zero_()
+
+
 # Answers that compute nothing, of every exercise's kind: each must fail every cell of it.
 NOTHING = {
     "returns None": lambda *args, **kwargs: None,
@@ -133,9 +144,12 @@ OF_ITS_KIND = {
             name: "ok" for name, _ in model.named_parameters()
         }
     },
-    "predict": {"returns zeros": lambda model, x: torch.zeros(1)},
-    "sgd_update": {},
-    "evaluate": {"returns 0.0": lambda *args: 0.0},
+    "predict": {"returns zeros": lambda model, x: torch.zeros(1), "returns x": lambda model, x: x},
+    "sgd_update": {
+        "only sets every .grad to None": _only_clear_grads,
+        "only zeroes every .grad": _only_zero_grads,
+    },
+    "evaluate": {"returns 0.0": lambda *args: 0.0, "returns nan": lambda *args: float("nan")},
 }
 
 
