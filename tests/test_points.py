@@ -142,7 +142,13 @@ OF_ITS_KIND = {
     "grad_report": {
         "labels everything ok": lambda model, explode_at=1e3: {
             name: "ok" for name, _ in model.named_parameters()
-        }
+        },
+        **{
+            f"labels everything {label}": lambda model, explode_at=1e3, label=label: {
+                name: label for name, _ in model.named_parameters()
+            }
+            for label in ("dead", "exploding", "missing")
+        },
     },
     "predict": {"returns zeros": lambda model, x: torch.zeros(1), "returns x": lambda model, x: x},
     "sgd_update": {
