@@ -30,9 +30,10 @@ from nbclient import NotebookClient
 from . import atomic, kernelcalls
 from .hidden import split_hidden, test_cells
 from .judging import read_records
+from .kernelenv import ONE_THREAD
 from .warm import Prefix, leading_code, prefix_sources, widget_buffer_lists
 
-CACHE_VERSION = "5"  # bump when the record format or the way records are made changes
+CACHE_VERSION = "6"  # bump when the record format or the way records are made changes
 CHUNK = 64  # draws one reference kernel makes at most: a big class's run spreads over workers
 
 
@@ -90,7 +91,7 @@ def _run(source: Path, draws: list[int], with_prefix: bool) -> tuple[dict, Prefi
             on_cell_executed=after,
         )
         # CellExecutionError: the source notebook itself fails
-        client.execute(env={**os.environ, "NBGRADER_EXECUTION": "autograde"})
+        client.execute(env={**os.environ, **ONE_THREAD, "NBGRADER_EXECUTION": "autograde"})
     made: dict[int, dict[str, list]] = {}
     cells = iter(nb.cells[first:])
     for draw in draws:
