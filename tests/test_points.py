@@ -122,6 +122,10 @@ def _only_zero_grads(params, lr):
             p.grad.zero_()
 
 
+def _raise_key_error_naming_every_name(model, trainable):
+    raise KeyError(repr(sorted(trainable)))  # names the unknown one too, whichever it is
+
+
 # Answers that compute nothing, of every exercise's kind: each must fail every cell of it.
 NOTHING = {
     "returns None": lambda *args, **kwargs: None,
@@ -129,9 +133,16 @@ NOTHING = {
     "always raises": _raise,
 }
 OF_ITS_KIND = {
-    "make_trainable": {"a float32 copy that does not require grad": lambda v: torch.tensor(0.0)},
-    "leaf_inputs": {"returns []": lambda y: []},
-    "freeze_all_but": {"always raises KeyError": _raise_key_error, "returns 0": lambda m, t: 0},
+    "make_trainable": {
+        "a float32 copy that does not require grad": lambda v: torch.tensor(0.0),
+        "a new 0-d float32 leaf that requires grad": lambda v: torch.zeros((), requires_grad=True),
+    },
+    "leaf_inputs": {"returns []": lambda y: [], "returns [y]": lambda y: [y]},
+    "freeze_all_but": {
+        "always raises KeyError": _raise_key_error,
+        "returns 0": lambda m, t: 0,
+        "always raises KeyError naming every name given": _raise_key_error_naming_every_name,
+    },
     "derivative_at": {"returns 0.0": lambda f, x: 0.0},
     "second_derivative": {"returns 0.0": lambda f, x: 0.0},
     "vjp": {"returns zeros": lambda f, x, v: torch.zeros_like(x)},
