@@ -506,9 +506,9 @@ def _scored(outputs: list, verdict: Verdict) -> list:
         else:
             shown.append(output)
     if verdict.teaching:
-        shown.append(teaching_output(verdict.teaching))
+        shown.append(teaching_output(verdict))
     if verdict.problems:
-        shown.insert(0, failure_output(verdict.problems))
+        shown.insert(0, failure_output(verdict))
     return shown
 
 
