@@ -5,12 +5,13 @@ papermill do (nbclient, errors kept as outputs, the widgets drawing: `course_tes
 beside ``--hogs`` processes that only burn CPU. Prints each run's wall time (kernel start and stop
 included) and every cell that waited more than 20 s, then for each notebook the median wall time
 and the runs that stalled: a cell whose reply was taken only when its ``--timeout`` ran out.
-``--timeout 60`` makes each stall cost a minute instead of five.
+``--unpatched`` leaves out the course's patch of jupyter_client (`course.grading.shell_wakeup`),
+for the rate without it; ``--timeout 60`` makes each stall cost a minute instead of five.
 A benchmark, not a test.
 
     .venv/bin/python benchmarks/stalls.py --runs 20 --hogs 2              # the release notebooks
     .venv/bin/python benchmarks/stalls.py 03_grad_zeroing --source --runs 100
-    .venv/bin/python benchmarks/stalls.py --timeout 60 --runs 20
+    .venv/bin/python benchmarks/stalls.py --unpatched --timeout 60 --runs 20
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
+from course.grading import shell_wakeup  # noqa: E402
 from course_testing import cpu_hogs, run_headless, stalled_cells  # noqa: E402
 
 SLOW_CELL = 20.0  # seconds: a cell that waited longer is printed
@@ -42,12 +44,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--source", action="store_true", help="the source notebooks (default: the release ones)"
     )
+    parser.add_argument(
+        "--unpatched", action="store_true", help="jupyter_client as released, without the patch"
+    )
     args = parser.parse_args(argv)
+    if not args.unpatched:
+        shell_wakeup.install()
     kind = "source" if args.source else "release"
     chosen = args.assignments or sorted(p.name for p in (REPO / kind).iterdir() if p.is_dir())
     print(
         f"{kind} notebooks, {args.runs} run(s) each beside {args.hogs} CPU hog(s), cell timeout "
-        f"{args.timeout} s"
+        f"{args.timeout} s, {'without' if args.unpatched else 'with'} the course's patch of "
+        "jupyter_client"
     )
     totals = []
     with cpu_hogs(args.hogs):

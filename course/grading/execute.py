@@ -20,6 +20,7 @@ from nbclient.util import ensure_async, run_sync
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Float, Integer, Unicode
 
+from . import shell_wakeup
 from .codescan import scan_notebook, trusted_cells
 from .kernelenv import package_view
 from .probes import (
@@ -127,6 +128,9 @@ class GradingExecute(Execute):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("kernel_manager_class", SandboxedKernelManager)
         super().__init__(*args, **kwargs)
+        # A reply that lands while the client sends (a student's Output widget) wakes it: a
+        # missed one waited out the rest of the notebook's time limit (issue 38).
+        shell_wakeup.install()
 
     def preprocess(self, nb, resources=None, km=None):
         self._trusted, findings, lead = self._scan(nb, resources)
