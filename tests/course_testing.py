@@ -12,11 +12,16 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
+from nbclient import NotebookClient
 
 from course import release
 from course.grading.coursedir import CONFIG_FILE, Course
@@ -76,6 +81,64 @@ def venv_env(**extra: str) -> dict[str, str]:
     and the `alembic` nbgrader runs when it makes a gradebook), plus ``extra``."""
     bindir = Path(sys.executable).parent
     return {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}", **extra}
+
+
+def student_kernel_env() -> dict[str, str]:
+    """A kernel's environment as a student's in Jupyter: the widgets draw (no
+    ``NBGRADER_EXECUTION``), figures are inline PNGs, `course` imports from the repository."""
+    env = venv_env(
+        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        MPLBACKEND="module://matplotlib_inline.backend_inline",
+    )
+    env.pop("NBGRADER_EXECUTION", None)
+    return env
+
+
+def run_headless(nb: nbformat.NotebookNode, timeout: int, cwd: Path) -> dict[int, float]:
+    """Run ``nb`` top to bottom in a fresh kernel as ``jupyter nbconvert --execute`` and papermill
+    do (nbclient, a failing cell's error kept as its output), the widgets drawing: the seconds
+    each code cell waited for its reply, by index. ``nb`` gets the outputs."""
+    started: dict[int, float] = {}
+    waited: dict[int, float] = {}
+
+    def sent(cell, cell_index):
+        started[cell_index] = time.monotonic()
+
+    def replied(cell, cell_index, execute_reply):
+        waited[cell_index] = time.monotonic() - started[cell_index]
+
+    client = NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        allow_errors=True,
+        resources={"metadata": {"path": str(cwd)}},
+        on_cell_execute=sent,
+        on_cell_executed=replied,
+    )
+    client.execute(env=student_kernel_env())
+    return waited
+
+
+def stalled_cells(waited: dict[int, float], timeout: int) -> list[int]:
+    """The cells whose reply the client took only once their timeout ran out: nbclient's poll
+    looks once more as it times out, so a reply it was never woken for is found then, and the
+    cell goes on as if it had answered in time (issue 38). A cell that really runs that long
+    fails with a timeout instead."""
+    return [index for index, seconds in waited.items() if seconds >= timeout]
+
+
+@contextmanager
+def cpu_hogs(count: int) -> Iterator[None]:
+    """``count`` processes that only burn CPU while the block runs: a busy machine (two on two
+    cores), under which races between processes show."""
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    try:
+        yield
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
 
 
 def points(assignment: str, prefix: str = "", kind: str = "code") -> float:

@@ -24,7 +24,7 @@ from nbclient.util import ensure_async, run_sync
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Float, Integer, Unicode
 
-from . import kernelcalls
+from . import kernelcalls, shell_wakeup
 from .draws import course_secret, submission_draw
 from .feedback import short_error
 from .hidden import asked_names, is_test_cell, split_hidden
@@ -127,6 +127,9 @@ class GradingExecute(Execute):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("kernel_manager_class", SandboxedKernelManager)
         super().__init__(*args, **kwargs)
+        # A reply that lands while the client sends (a student's Output widget) wakes it: a
+        # missed one waited out the rest of the notebook's time limit (issue 38).
+        shell_wakeup.install()
 
     def preprocess(self, nb, resources=None, km=None):
         self._course = Path(self.course_root or os.getcwd())
