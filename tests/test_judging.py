@@ -111,6 +111,16 @@ def test_a_failure_names_each_likely_mistake_once_and_the_report_can_count_them(
     assert mistake.startswith("NotImplementedError: this exercise still raises")
 
 
+def test_a_tensor_record_with_too_few_values_never_matches():
+    """An empty list of values broadcast against one expected value compared nothing (a
+    red team's record passed a 0-d probe that way)."""
+    want = _records('@probe("one")\ndef _(f):\n    return f()\n', f=lambda: torch.tensor(2.0))
+    forged = json.loads(json.dumps(want))
+    forged[0]["record"]["values"] = []
+    (problem,) = judging.judge(forged, want).problems
+    assert "it has 0 values, expected 1" in problem
+
+
 def test_nan_matches_nan_only():
     (problem,) = _judge(lambda x: torch.nan_to_num(x * 2)).problems
     assert "entry 2" in problem

@@ -85,6 +85,8 @@ def _values(got, want, rtol: float, atol: float) -> str | None:
             return "it has other values"
     flat_got = torch.tensor(got, dtype=torch.float64).flatten()
     flat_want = torch.tensor(want, dtype=torch.float64).flatten()
+    if flat_got.numel() != flat_want.numel():  # isclose would broadcast one value to none
+        return f"it has {flat_got.numel()} values, expected {flat_want.numel()}"
     close = torch.isclose(flat_got, flat_want, rtol=rtol, atol=atol, equal_nan=True)
     if bool(close.all()):
         return None
