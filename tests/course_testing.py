@@ -267,6 +267,14 @@ def write_attack(course: Course, student: str, attack: Attack) -> Path:
     return path
 
 
+def not_graded(path: Path) -> str | None:
+    """The fact a mistaken answer's header says is a teaching line (``# Not graded: <fact>``): its
+    answer keeps its points, and its feedback names the fact as not graded. None: the mistake
+    must cost points through the values."""
+    found = re.search(r"^# Not graded: (.+)$", path.read_text(), re.M)
+    return found[1].strip() if found else None
+
+
 def feedback_text(course: Course, student: str) -> str:
     """What ``student`` reads in their feedback pages: every file's text, tags removed."""
     folder = course.root / "feedback" / student

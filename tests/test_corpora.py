@@ -39,6 +39,7 @@ from course_testing import (
     exercise_points,
     feedback_text,
     leaked_secrets,
+    not_graded,
     points,
     read_attack,
     runs_slow_tests,
@@ -198,13 +199,6 @@ def test_every_honest_answer_gets_every_point_through_nbgrader_too(honest_by_nbg
         if exercise_points(scores, exercise) != points(assignment, f"test_{exercise}")
     ]
     assert not lost, lost
-
-
-def not_graded(path: Path) -> str | None:
-    """The fact a misconception's header says is a teaching line (``# Not graded: <fact>``), or
-    None: its mistake must cost points through the values."""
-    found = re.search(r"^# Not graded: (.+)$", path.read_text(), re.M)
-    return found[1].strip() if found else None
 
 
 @pytest.mark.parametrize("part", PARTS)
