@@ -180,7 +180,11 @@ OF_ITS_KIND = {
             for label in ("dead", "exploding", "missing")
         },
     },
-    "predict": {"returns zeros": lambda model, x: torch.zeros(1), "returns x": lambda model, x: x},
+    "predict": {
+        "returns zeros": lambda model, x: torch.zeros(1),
+        "returns x": lambda model, x: x,
+        "returns model(x) with tracking on": lambda model, x: model(x),
+    },
     "sgd_update": {
         "only sets every .grad to None": _only_clear_grads,
         "only zeroes every .grad": _only_zero_grads,
