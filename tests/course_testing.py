@@ -245,6 +245,50 @@ def read_attack(path: Path) -> Attack:
     return attack
 
 
+ATTACK_HEADER = re.compile(
+    r"Attack \((?P<kind>\d+(?:\+\d+)*): (?P<short>.+?)\): (?P<what>.+)", re.S
+)
+ATTACKS_README = REPO / "fixtures" / "attacks" / "README.md"
+TABLE_TITLE = "## Submissions"
+
+
+def attack_header(attack: Attack) -> tuple[str, str, str]:
+    """(class, short name, what it tries) from an attack's header, ``# Attack (<class>: <short
+    name>): <what it tries>`` and any further ``# `` lines, joined into one line."""
+    lines = [line.removeprefix("#").strip() for line in attack.header.splitlines()]
+    found = ATTACK_HEADER.fullmatch(" ".join(lines))
+    if not found:
+        raise ValueError(f"{attack.path}: a header '# Attack (<class>: <short name>): <what>'")
+    return found["kind"], found["short"], found["what"]
+
+
+def attack_table(attacks: list[Attack]) -> str:
+    """The README's table of ``attacks``, one row a file, made from their headers alone (`python
+    tests/redteam.py --readme` writes it)."""
+    rows = ["| name | class | what it tries, and why it earns nothing |", "| --- | --- | --- |"]
+    for attack in sorted(attacks, key=lambda a: (a.assignment, a.name)):
+        kind, short, what = (cell.replace("|", "\\|") for cell in attack_header(attack))
+        rows.append(f"| `{attack.assignment}/{attack.name}` | {kind}: {short} | {what} |")
+    return "\n".join(rows) + "\n"
+
+
+def readme_with_table(readme: str, attacks: list[Attack]) -> str:
+    """``readme`` with everything after its table's title replaced by `attack_table`."""
+    before, title, _ = readme.partition(TABLE_TITLE)
+    if not title:
+        raise ValueError(f"the README has no '{TABLE_TITLE}' section")
+    note = (
+        "Written by `python tests/redteam.py --readme` from the files' headers "
+        "(tests/test_corpora.py checks it)."
+    )
+    return f"{before}{TABLE_TITLE}\n\n{note}\n\n{attack_table(attacks)}"
+
+
+def all_attacks() -> list[Attack]:
+    """Every file of fixtures/attacks, read."""
+    return [read_attack(p) for p in sorted((REPO / "fixtures" / "attacks").glob("*/*.py"))]
+
+
 def write_attack(course: Course, student: str, attack: Attack) -> Path:
     """Submit ``attack`` as ``student``: the release notebook with its cells, files and links."""
     nb = build_submission(course, attack.assignment, attack.answers)
