@@ -6,6 +6,7 @@ named `conftest` cannot both be imported by name.)
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import html
 import json
@@ -15,7 +16,8 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,6 +76,13 @@ def distinctive_secrets() -> list[str]:
         for line in secret_lines(assignment)
         if len(line) >= 20 and not any(json.dumps(line)[1:-1] in text for text in released)
     ]
+
+
+def run_in_fresh_loop(coroutine: Coroutine):
+    """``asyncio.run(coroutine)`` in a thread of its own: nbclient, run earlier in the same test
+    process, leaves an event loop running in the main thread (asyncio.run then refuses)."""
+    with ThreadPoolExecutor(1) as thread:
+        return thread.submit(asyncio.run, coroutine).result()
 
 
 def venv_env(**extra: str) -> dict[str, str]:

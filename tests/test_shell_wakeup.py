@@ -16,6 +16,7 @@ from jupyter_client.session import Session
 
 from course.grading import shell_wakeup
 from course.grading.execute import GradingExecute
+from course_testing import run_in_fresh_loop
 
 
 async def reply_lands_during_a_send(send: Callable[[AsyncZMQSocketChannel], None]):
@@ -52,16 +53,16 @@ def test_jupyter_client_still_hides_the_reply_else_drop_the_patch(monkeypatch):
     """Upstream's bug, as jupyter_client 8.10.0 has it: the poll sleeps on with the reply in the
     socket. When an upgrade fixes it, this fails: drop the patch and its pins."""
     monkeypatch.delattr(AsyncZMQSocketChannel, "send")  # jupyter_client's own (conftest patched)
-    assert asyncio.run(reply_lands_during_a_send(send_on_the_channel)) == (False, True)
+    assert run_in_fresh_loop(reply_lands_during_a_send(send_on_the_channel)) == (False, True)
 
 
 def test_a_send_on_a_patched_channel_wakes_the_waiting_poll():
     shell_wakeup.install()
-    assert asyncio.run(reply_lands_during_a_send(send_on_the_channel)) == (True, True)
+    assert run_in_fresh_loop(reply_lands_during_a_send(send_on_the_channel)) == (True, True)
 
 
 def test_the_grader_patches_its_kernel_clients(monkeypatch):
     """A grading worker's process has only the grader to patch it."""
     monkeypatch.delattr(AsyncZMQSocketChannel, "send")
     GradingExecute()
-    assert asyncio.run(reply_lands_during_a_send(send_on_the_channel)) == (True, True)
+    assert run_in_fresh_loop(reply_lands_during_a_send(send_on_the_channel)) == (True, True)

@@ -11,7 +11,6 @@ import os
 import signal
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -30,7 +29,7 @@ from course.grading.warm import (
     zygote_alive,
     zygote_socket,
 )
-from course_testing import REPO
+from course_testing import REPO, run_in_fresh_loop
 
 
 def _reaper(count: int) -> tuple[int, int]:
@@ -197,10 +196,7 @@ def test_many_forks_shut_down_at_once_all_go_cleanly(zygote):
         for _ in range(8):
             await asyncio.gather(one(True), one(False))
 
-    # A thread of its own: an earlier test in the same process may leave an event loop running
-    # in this one (asyncio.run then refuses).
-    with ThreadPoolExecutor(1) as thread:
-        thread.submit(asyncio.run, all_of_them()).result()
+    run_in_fresh_loop(all_of_them())
 
 
 def test_whatever_connects_to_a_zygote_never_stops_it(zygote, tmp_path):
