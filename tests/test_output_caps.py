@@ -5,8 +5,10 @@ reply is cut."""
 from __future__ import annotations
 
 import nbformat
+import zmq
 
 from course.grading.execute import MAX_ERROR_TEXT, GradingExecute
+from course.grading.warm import SandboxedKernelManager
 
 
 def _execute() -> GradingExecute:
@@ -40,3 +42,19 @@ def test_an_error_copied_from_the_kernels_reply_is_cut():
     (error,) = cell.outputs
     assert len(error.evalue) == len(error.ename) == MAX_ERROR_TEXT
     assert len(error.traceback) == 20 and all(len(t) == MAX_ERROR_TEXT for t in error.traceback)
+
+
+def test_a_kernel_client_refuses_a_message_over_the_cap_on_a_context_of_its_own():
+    """A frame sent zero-copy costs the kernel nothing; libzmq would take it in whole. The
+    client's context is its own: the manager destroys its own at shutdown, under a heartbeat
+    thread still running on it (a traceback on the instructor's terminal)."""
+    manager = SandboxedKernelManager(max_message=1234)
+    client = manager.client()
+    socket = client.context.socket(zmq.DEALER)
+    try:
+        assert socket.getsockopt(zmq.MAXMSGSIZE) == 1234
+    finally:
+        socket.close(linger=0)
+    assert client.context is not manager.context
+    client.stop_channels()  # destroys the context it made
+    assert client.context.closed

@@ -33,8 +33,9 @@ from pathlib import Path
 
 import nbformat
 import zmq
+from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
-from traitlets import Integer, Unicode
+from traitlets import DottedObjectName, Integer, Type, Unicode
 
 from . import atomic
 from .kernelenv import kernel_env, package_view
@@ -389,6 +390,22 @@ class ForkedProcess:
         self.send_signal(signal.SIGKILL)
 
 
+class CappedKernelClient(AsyncKernelClient):
+    """A kernel client whose sockets take no message larger than ``max_message``: a kernel can
+    send a frame of any size at no cost of its own (zero-copy), which libzmq would otherwise
+    take in whole; a larger one drops the connection, and the kernel's output stops there. The
+    context is the client's own, as jupyter_client makes it: the manager destroys its context
+    when the kernel is shut down, before nbclient stops the channels, and a heartbeat thread
+    still running on it dies with a traceback on the grader's terminal."""
+
+    max_message = Integer(64 * 2**20, help="bytes: the largest message taken from the kernel")
+
+    def _context_default(self) -> zmq.asyncio.Context:
+        context = super()._context_default()
+        context.setsockopt(zmq.MAXMSGSIZE, self.max_message)
+        return context
+
+
 class SandboxedKernelManager(AsyncKernelManager):
     """Starts the kernel sandboxed (`course.grading.sandbox`): forked from a zygote when
     ``zygote`` names one, else cold through the sandbox launcher."""
@@ -398,13 +415,11 @@ class SandboxedKernelManager(AsyncKernelManager):
     policy = Unicode("", help="the sandbox policy, as JSON")
     view = Unicode("", help="the folder the kernel imports `course` from (`kernelenv`)")
 
-    def client(self, **kwargs):
-        """A client on this manager's context, whose sockets take no message larger than
-        ``max_message``: a kernel can send a frame of any size at no cost of its own
-        (zero-copy), which libzmq would otherwise take in whole; a larger one drops the
-        connection, and the kernel's output stops there."""
-        self.context.setsockopt(zmq.MAXMSGSIZE, self.max_message)
-        return super().client(context=self.context, **kwargs)
+    client_class = DottedObjectName("course.grading.warm.CappedKernelClient")
+    client_factory = Type(klass=CappedKernelClient)
+
+    def client(self, **kwargs) -> CappedKernelClient:
+        return super().client(max_message=self.max_message, **kwargs)
 
     async def _async_launch_kernel(self, kernel_cmd: list[str], **kw) -> None:
         kw["env"] = kernel_env(kw["env"], Path(self.view))
