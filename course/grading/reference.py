@@ -30,7 +30,7 @@ from nbclient import NotebookClient
 from . import atomic, kernelcalls
 from .hidden import split_hidden, test_cells
 from .judging import read_records
-from .kernelenv import ONE_THREAD
+from .kernelenv import kernel_env, package_view
 from .warm import Prefix, leading_code, prefix_sources, widget_buffer_lists
 
 CACHE_VERSION = "6"  # bump when the record format or the way records are made changes
@@ -80,7 +80,10 @@ def _run(source: Path, draws: list[int], with_prefix: bool) -> tuple[dict, Prefi
         if leading and cell_index == leading[-1]:  # the widget models the prefix made
             widgets[:] = [copy.deepcopy(client.widget_state), widget_buffer_lists(client)]
 
-    with tempfile.TemporaryDirectory(prefix="course-reference-") as folder:
+    with (
+        tempfile.TemporaryDirectory(prefix="course-reference-") as folder,
+        tempfile.TemporaryDirectory(prefix="course-reference-view-") as view,
+    ):
         shutil.copytree(source.parent, folder, dirs_exist_ok=True)
         client = NotebookClient(
             nb,
@@ -90,8 +93,11 @@ def _run(source: Path, draws: list[int], with_prefix: bool) -> tuple[dict, Prefi
             extra_arguments=["--IPKernelApp.log_level=ERROR"],  # no TCP warning on every run
             on_cell_executed=after,
         )
+        # Trusted code, in the instructor's environment, but importing the grader's own
+        # `course` on one thread as the graded kernels do (a PYTHONPATH may name another).
+        env = {**os.environ, **kernel_env(os.environ, package_view(Path(view)))}
         # CellExecutionError: the source notebook itself fails
-        client.execute(env={**os.environ, **ONE_THREAD, "NBGRADER_EXECUTION": "autograde"})
+        client.execute(env={**env, "NBGRADER_EXECUTION": "autograde"})
     made: dict[int, dict[str, list]] = {}
     cells = iter(nb.cells[first:])
     for draw in draws:
