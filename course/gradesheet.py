@@ -21,6 +21,7 @@ from pathlib import Path
 from nbgrader.api import Gradebook, MissingEntry
 
 from .grading.batch import GRADED, MISSING, Outcome
+from .grading.handin import printable
 
 STATUS_FILE = "gradebook-status.json"  # beside gradebook.db: the last grading run's statuses
 
@@ -179,7 +180,7 @@ def write_csv(rows: list[Row], path: Path) -> Path:
 
 
 def format_table(rows: list[Row]) -> str:
-    """A plain-text table, one line per student and assignment."""
+    """A plain-text table, one line per student and assignment, each field `printable`."""
     lines = [("assignment", "student", "status", "score", "detail")]
     for r in rows:
         score = "-" if r.score is None else f"{r.score:g}/{r.max_score:g}"
@@ -188,7 +189,8 @@ def format_table(rows: list[Row]) -> str:
             notes.append(f"late by {r.late} (penalty {r.late_penalty:g})")
         if r.to_grade:
             notes.append(f"{len(r.to_grade)} written answer(s) to grade by hand")
-        lines.append((r.assignment, r.student_id, r.status, score, "; ".join(filter(None, notes))))
+        fields = (r.assignment, r.student_id, r.status, score, "; ".join(filter(None, notes)))
+        lines.append(tuple(printable(field, 400) for field in fields))
     widths = [max(len(line[i]) for line in lines) for i in range(4)]
     return "\n".join(
         ("  ".join(c.ljust(w) for c, w in zip(line[:4], widths)) + "  " + line[4]).rstrip()

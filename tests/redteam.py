@@ -2,10 +2,12 @@
 would, and print what each earned and whether it leaked::
 
     .venv/bin/python tests/redteam.py fixtures/attacks/04_no_grad/*.py [--keep]
+    .venv/bin/python tests/redteam.py --readme     # fixtures/attacks/README.md's table, anew
 
 A bystander (the reference solution) is graded in the same batch and must keep every point. The
 course is a copy (`course_testing.copy_course`) in a temporary folder, graded by `python -m
 course grade` as an instructor runs it; ``--keep`` leaves it there to read the feedback pages.
+``--readme`` grades nothing: it writes the README's table of attacks from the files' headers.
 """
 
 from __future__ import annotations
@@ -21,11 +23,14 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from course.submission import build_submission, reference_answers, write_submission  # noqa: E402
 from course_testing import (  # noqa: E402
+    ATTACKS_README,
+    all_attacks,
     cell_scores,
     copy_course,
     leaked_secrets,
     points,
     read_attack,
+    readme_with_table,
     venv_env,
     write_attack,
 )
@@ -33,9 +38,16 @@ from course_testing import (  # noqa: E402
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("files", nargs="+", type=Path)
+    parser.add_argument("files", nargs="*", type=Path)
     parser.add_argument("--keep", action="store_true", help="keep the scratch course")
+    parser.add_argument("--readme", action="store_true", help="write the README's table")
     args = parser.parse_args()
+    if args.readme:
+        ATTACKS_README.write_text(readme_with_table(ATTACKS_README.read_text(), all_attacks()))
+        print(f"wrote {ATTACKS_README}")
+        return 0
+    if not args.files:
+        parser.error("name the attack files to grade (or --readme)")
     attacks = [read_attack(p.resolve()) for p in args.files]
     root = Path(tempfile.mkdtemp(prefix="redteam-")) / "course"
     course = copy_course(root, with_release=True)

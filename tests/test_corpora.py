@@ -30,7 +30,10 @@ import pytest
 
 from course.submission import build_submission, reference_answers, write_submission
 from course_testing import (
+    ATTACKS_README,
     CONTRACT,
+    all_attacks,
+    attack_header,
     cell_scores,
     copy_course,
     corpus,
@@ -39,8 +42,9 @@ from course_testing import (
     exercise_points,
     feedback_text,
     leaked_secrets,
+    not_graded,
     points,
-    read_attack,
+    readme_with_table,
     runs_slow_tests,
     venv_env,
     write_attack,
@@ -50,16 +54,14 @@ REPO = Path(__file__).resolve().parents[1]
 ASSIGNMENTS = sorted(CONTRACT)
 HONEST, MISCONCEPTIONS = corpus("honest"), corpus("misconceptions")
 SECRETS = distinctive_secrets()
-ATTACKS = [read_attack(p) for p in sorted((REPO / "fixtures" / "attacks").glob("*/*.py"))]
+ATTACKS = all_attacks()
 SLOW = pytest.mark.slow
 
 
 def _attack_class(attack) -> str:
     """The class of an attack (its header's "# Attack (<class>: ..."): a number of the README's
     list, or several joined with + (an attack that takes two routes at once, a kind of its own)."""
-    found = re.match(r"# Attack \(([\d+]+):", attack.header)
-    assert found, f"{attack.path}: its header names no class"
-    return found[1]
+    return attack_header(attack)[0]
 
 
 def _one_of_each_class(attacks: list) -> set[str]:
@@ -137,6 +139,20 @@ def honest_and_misconceptions(tmp_path_factory, request):
     return course, honest, wrong
 
 
+def test_the_attack_readme_lists_every_attack_by_its_header():
+    """fixtures/attacks/README.md's table is made from the files' headers (`python
+    tests/redteam.py --readme`): every file, no other, each as its header says; every class an
+    attack names is one of the README's list."""
+    readme = ATTACKS_README.read_text()
+    assert readme == readme_with_table(readme, ATTACKS), (
+        "the README's table is not the files' headers: run .venv/bin/python tests/redteam.py "
+        "--readme"
+    )
+    listed = set(re.findall(r"^(\d+)\. ", readme.partition("## Classes")[2], flags=re.M))
+    named = {n for attack in ATTACKS for n in _attack_class(attack).split("+")}
+    assert named <= listed, f"classes no README entry describes: {sorted(named - listed)}"
+
+
 def test_the_corpora_are_big_enough():
     assert sum(len(f) for e in HONEST.values() for f in e.values()) >= 40
     assert len(ATTACKS) >= 30
@@ -198,13 +214,6 @@ def test_every_honest_answer_gets_every_point_through_nbgrader_too(honest_by_nbg
         if exercise_points(scores, exercise) != points(assignment, f"test_{exercise}")
     ]
     assert not lost, lost
-
-
-def not_graded(path: Path) -> str | None:
-    """The fact a misconception's header says is a teaching line (``# Not graded: <fact>``), or
-    None: its mistake must cost points through the values."""
-    found = re.search(r"^# Not graded: (.+)$", path.read_text(), re.M)
-    return found[1].strip() if found else None
 
 
 @pytest.mark.parametrize("part", PARTS)

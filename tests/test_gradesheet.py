@@ -180,6 +180,18 @@ def test_the_table_shows_the_total_and_what_a_person_still_has_to_do():
     assert lines[4].endswith("not collected yet: `nbgrader collect 01`")
 
 
+def test_the_table_shows_no_control_character_a_student_chose():
+    """A notebook's name, a student's folder name or what an error says of a notebook's content
+    reach the table: escape codes there would retitle the instructor's terminal, write its
+    clipboard or forge a line. Each is shown escaped, and a long detail is cut."""
+    evil = "\x1b]0;pwned\x07\x1b]52;c;cHduZWQ=\x07\ngraded 40\r"
+    rows = [Row("01", f"ada{evil}", "failed", f"missing notebook: found {evil}" + "x" * 2000)]
+    table = format_table(rows)
+    assert not any(c in table.splitlines()[1] for c in "\x1b\x07\r")
+    assert "\\x1b]0;pwned\\x07" in table and len(table.splitlines()[1]) < 1000
+    assert len(table.splitlines()) == 2, "a newline in a name makes no line of its own"
+
+
 def test_the_sheet_and_the_moodle_files_carry_every_row(tmp_path):
     rows = [
         Row("01", "ada", "graded", "", 16.0, 18.0),

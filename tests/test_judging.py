@@ -60,10 +60,11 @@ def test_the_reference_matches_itself_and_the_records_are_json():
     ],
 )
 def test_a_wrong_value_fails_and_says_where(answer, problem):
-    (found,) = _judge(answer).problems
+    verdict = _judge(answer)
+    (found,) = verdict.problems
     assert problem in found, found
     if "result" in problem:
-        assert "multiply by two." in found, "the reference's hint is shown"
+        assert verdict.why == ["multiply by two."], "the reference's hint names the mistake"
 
 
 def test_a_teaching_fact_alone_costs_nothing_and_is_shown():
@@ -73,10 +74,12 @@ def test_a_teaching_fact_alone_costs_nothing_and_is_shown():
         return result
 
     verdict = _judge(changes_its_input)
-    assert verdict.problems == []
+    assert verdict.problems == [] and verdict.why == []
     (line,) = verdict.teaching
-    assert line.startswith("double of a vector: input after the call[0]: got 0.0, expected 1.0")
-    assert line.endswith("work on a copy.")
+    assert line == "double of a vector: input after the call[0]: got 0.0, expected 1.0"
+    assert verdict.teaching_why == ["leave the input as it was: work on a copy."]
+    text = judging.teaching_output(verdict).text
+    assert text.startswith("Not graded, for learning") and line in text and "work on a copy" in text
 
 
 def test_a_teaching_fact_beside_a_wrong_value_says_why_in_the_failure():
@@ -87,8 +90,35 @@ def test_a_teaching_fact_beside_a_wrong_value_says_why_in_the_failure():
 
     verdict = _judge(wrong_and_changes_its_input)
     (problem,) = verdict.problems
-    assert "result: entry 0" in problem and "Also, input after the call[0]" in problem
+    assert "result: entry 0" in problem and "also, input after the call[0]" in problem
+    assert verdict.why == ["multiply by two.", "leave the input as it was: work on a copy."]
     assert verdict.teaching == []
+
+
+def test_a_failure_names_each_likely_mistake_once_and_the_report_can_count_them():
+    many = DOUBLE + DOUBLE.replace("double of a vector", "double again")
+    got = _records(many, double=lambda x: x * 3)
+    verdict = judging.judge(got, _records(many, double=_double))
+    assert len(verdict.problems) == 2 and verdict.why == ["multiply by two."]
+    evalue = judging.failure_output(verdict).evalue
+    assert evalue.count("multiply by two.") == 1
+    assert judging.likely_mistakes(evalue) == ["multiply by two."]
+    stub = judging.judge(
+        _records(many, double=lambda x: (_ for _ in ()).throw(NotImplementedError())),
+        _records(many, double=_double),
+    )
+    (mistake,) = judging.likely_mistakes(judging.failure_output(stub).evalue)
+    assert mistake.startswith("NotImplementedError: this exercise still raises")
+
+
+def test_a_tensor_record_with_too_few_values_never_matches():
+    """An empty list of values broadcast against one expected value compared nothing (a
+    red team's record passed a 0-d probe that way)."""
+    want = _records('@probe("one")\ndef _(f):\n    return f()\n', f=lambda: torch.tensor(2.0))
+    forged = json.loads(json.dumps(want))
+    forged[0]["record"]["values"] = []
+    (problem,) = judging.judge(forged, want).problems
+    assert "it has 0 values, expected 1" in problem
 
 
 def test_nan_matches_nan_only():

@@ -126,6 +126,21 @@ def _raise_key_error_naming_every_name(model, trainable):
     raise KeyError(repr(sorted(trainable)))  # names the unknown one too, whichever it is
 
 
+def _only_seeds_the_output(output):
+    output.grad += 1.0
+
+
+def _adds_one_to_every_node(output):
+    """As if every path from the output had derivative 1: each node's .grad gains 1."""
+    todo, seen = [output], set()
+    while todo:
+        node = todo.pop()
+        if node not in seen:
+            seen.add(node)
+            node.grad += 1.0
+            todo.extend(parent for parent, _ in node.parents)
+
+
 # Answers that compute nothing, of every exercise's kind: each must fail every cell of it.
 NOTHING = {
     "returns None": lambda *args, **kwargs: None,
@@ -146,6 +161,10 @@ OF_ITS_KIND = {
     "derivative_at": {"returns 0.0": lambda f, x: 0.0},
     "second_derivative": {"returns 0.0": lambda f, x: 0.0},
     "vjp": {"returns zeros": lambda f, x, v: torch.zeros_like(x)},
+    "backward_by_hand": {
+        "only seeds the output with 1": _only_seeds_the_output,
+        "adds 1 to every node's .grad": _adds_one_to_every_node,
+    },
     "grad_history": {"returns []": lambda loss_fn, w, n: []},
     "train_step": {"returns 0.0": lambda *args: 0.0},
     "accumulation_step": {"returns 0.0": lambda *args: 0.0},
@@ -161,7 +180,11 @@ OF_ITS_KIND = {
             for label in ("dead", "exploding", "missing")
         },
     },
-    "predict": {"returns zeros": lambda model, x: torch.zeros(1), "returns x": lambda model, x: x},
+    "predict": {
+        "returns zeros": lambda model, x: torch.zeros(1),
+        "returns x": lambda model, x: x,
+        "returns model(x) with tracking on": lambda model, x: model(x),
+    },
     "sgd_update": {
         "only sets every .grad to None": _only_clear_grads,
         "only zeroes every .grad": _only_zero_grads,

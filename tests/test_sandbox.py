@@ -3,6 +3,7 @@ see, reach and use. The grading tests (test_adversarial) check the same through 
 
 from __future__ import annotations
 
+import errno
 import json
 import socket
 import subprocess
@@ -321,6 +322,36 @@ def test_the_grader_and_the_kernel_still_meet_in_its_home(tmp_path):
             time.sleep(0.05)
     grader.sendall(b"from the grader")
     assert "kernel got from the grader" in _finish(process)
+
+
+PLANTED = """
+import os
+home = os.environ["HOME"]
+with open(f"{home}/target", "w") as out:
+    out.write("followed")
+os.symlink(f"{home}/target", f"{home}/ipc-9")  # a link where the grader looks for a socket
+print("planted", flush=True)
+import time
+time.sleep(60)
+"""
+
+
+@needs_root
+def test_the_grader_follows_no_link_the_kernel_puts_in_its_home(tmp_path):
+    """The grader reaches the kernel's sockets by their names in the kernel's home, which the
+    kernel writes: a link there is never followed (the home is mounted nosymfollow), so a kernel
+    cannot lead the grader to another socket of the machine's, such as a zygote's."""
+    process = _sandboxed(tmp_path, PLANTED)
+    assert process.stdout.readline().strip() == "planted"
+    home = f"/proc/{process.pid}/root{sandbox.NEW_ROOT}{tmp_path / 'private'}"
+    try:
+        assert Path(home, "target").read_text() == "followed"  # the known-bad case: no link
+        with pytest.raises(OSError) as refused:
+            Path(home, "ipc-9").read_text()
+        assert refused.value.errno == errno.ELOOP
+    finally:
+        process.kill()
+        process.wait()
 
 
 needs_cgroups = pytest.mark.skipif(

@@ -11,7 +11,6 @@ import os
 import signal
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -27,9 +26,10 @@ from course.grading.warm import (
     WarmUp,
     prefix_file,
     request_fork,
+    zygote_alive,
     zygote_socket,
 )
-from course_testing import REPO
+from course_testing import REPO, run_in_fresh_loop
 
 
 def _reaper(count: int) -> tuple[int, int]:
@@ -196,7 +196,21 @@ def test_many_forks_shut_down_at_once_all_go_cleanly(zygote):
         for _ in range(8):
             await asyncio.gather(one(True), one(False))
 
-    # A thread of its own: an earlier test in the same process may leave an event loop running
-    # in this one (asyncio.run then refuses).
-    with ThreadPoolExecutor(1) as thread:
-        thread.submit(asyncio.run, all_of_them()).result()
+    run_in_fresh_loop(all_of_them())
+
+
+def test_whatever_connects_to_a_zygote_never_stops_it(zygote, tmp_path):
+    """A kernel could lead the grader to connect a channel to a zygote's socket (a red team put a
+    link in its heartbeat socket's place): whatever a connection sends, or does not send, the
+    zygote goes on serving, and a grader that reads it as alive is right."""
+    import socket
+
+    for sent in (b"\xff\x00\x01zmq greeting\n", b"", b"{}\n", b"[1, 2]\n", b"x" * 100_000):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.connect(zygote)
+            conn.sendall(sent)
+    assert zygote_alive(zygote)
+    request = {"argv": ["--help"], "env": {}, "cwd": str(tmp_path), "policy": "{}"}
+    pid = request_fork(zygote, request)  # it still forks
+    os.kill(pid, signal.SIGKILL)
+    assert not zygote_alive(str(tmp_path / "no-such.sock"))  # the known-bad case

@@ -104,7 +104,9 @@ def check_submission_files(course: Course, assignment: str, student: str) -> str
         for released in sorted((course.root / "release" / assignment).glob("*.ipynb")):
             path = folder / released.name
             if not os.path.lexists(path):
-                found = ", ".join(sorted(p.name for p in folder.glob("*.ipynb"))) or "no notebook"
+                names = sorted(p.name for p in folder.glob("*.ipynb"))
+                found = ", ".join(handin.printable(n, 60) for n in names[:5]) or "no notebook"
+                found += f" and {len(names) - 5} more" if len(names) > 5 else ""
                 return (
                     f"missing notebook: {released.name} is not in the submission (found: {found})"
                 )
@@ -131,7 +133,7 @@ def _notebook_problem(name: str, data: bytes) -> str | None:
             return f"invalid notebook: {name} is not valid JSON ({error})"
         return f"invalid notebook: {name} is not valid JSON"
     except (nbformat.ValidationError, KeyError, AttributeError, TypeError) as error:
-        first = str(error).splitlines()[0][:120]
+        first = handin.printable(str(error).splitlines()[0], 120)
         return f"invalid notebook: {name} is not a valid notebook ({first})"
     return None
 
@@ -178,10 +180,10 @@ def check_references(course: Course, assignments: list[str], workers: int = 2) -
 
 
 def submission_draw(course: Course, assignment: str, student: str) -> int:
-    """The draw of a hand-in's hidden inputs (`course.grading.draws`), from its time; raises
-    `handin.HandInError` for a time that is not one."""
-    stamp = handin.timestamp(course.root / "submitted" / student / assignment)
-    return draws.submission_draw(draws.course_secret(course.root), student, stamp)
+    """The draw of a hand-in's hidden inputs (`course.grading.draws`); raises
+    `handin.HandInError` for a file that is not what it claims."""
+    names = [p.name for p in _sources(course, assignment)]
+    return draws.hand_in_draw(course.root, assignment, student, names)
 
 
 def make_references(course: Course, wanted: dict[str, set[int]], workers: int) -> None:

@@ -3,11 +3,12 @@
 Runs in: the grader (a worker too, for plain `nbgrader autograde`).
 
 Every probe draws its inputs from `course.lesson.probes.seeded`, mixed with the submission's
-draw: a hash of a secret of the course's, the student's id and the time of the hand-in. A regrade
-of the same submission draws the same inputs (the same score); another student, or the same
-student's next hand-in, gets others, so a feedback page ("expected ...") is no answer key for
-anyone's next submission. The secret, kept in the course folder and never released, makes the
-draw unpredictable to whoever knows an id and a time.
+draw: a hash of a secret of the course's, the student's id, the assignment, the hand-in's
+notebooks (their bytes) and the time of the hand-in. A regrade of the same submission draws the
+same inputs (the same score); another student, another assignment or any change to the notebooks
+gets others, so a feedback page ("expected ...") is no answer key, not even for the same
+student's next hand-in with its answers pasted in. The secret, kept in the course folder and
+never released, makes the draw unpredictable to whoever knows the rest.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import hashlib
 import os
 import secrets
 from pathlib import Path
+
+from . import handin
 
 SECRET = Path(".course") / "secret"
 
@@ -47,7 +50,30 @@ def canonical(timestamp: datetime.datetime | None) -> str:
     return timestamp.isoformat()
 
 
-def submission_draw(secret: bytes, student: str, timestamp: datetime.datetime | None) -> int:
+def submission_draw(
+    secret: bytes,
+    student: str,
+    assignment: str,
+    notebooks: dict[str, bytes],
+    timestamp: datetime.datetime | None,
+) -> int:
     """The draw of a submission: a positive 63-bit number (0 is the instructor's own inputs)."""
-    text = b"\0".join([secret, student.encode(), canonical(timestamp).encode()])
+    handed_in = hashlib.sha256()
+    for name in sorted(notebooks):
+        handed_in.update(name.encode() + b"\0" + hashlib.sha256(notebooks[name]).digest())
+    parts = [secret, student.encode(), assignment.encode(), canonical(timestamp).encode()]
+    text = b"\0".join([*parts, handed_in.digest()])
     return int.from_bytes(hashlib.sha256(text).digest()[:8], "big") >> 1 or 1
+
+
+def hand_in_draw(course_root: Path, assignment: str, student: str, names: list[str]) -> int:
+    """The draw of the hand-in in ``submitted/<student>/<assignment>/``, whose notebooks are
+    ``names``; raises `course.grading.handin.HandInError` for a file that is not what it claims."""
+    folder = Path(course_root) / "submitted" / student / assignment
+    notebooks = {
+        name: handin.read_bytes(folder / name, handin.NOTEBOOK_LIMIT)
+        for name in names
+        if os.path.lexists(folder / name)
+    }
+    stamp = handin.timestamp(folder)
+    return submission_draw(course_secret(course_root), student, assignment, notebooks, stamp)

@@ -24,8 +24,8 @@ from nbclient.util import ensure_async, run_sync
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Float, Integer, Unicode
 
-from . import kernelcalls
-from .draws import course_secret, submission_draw
+from . import kernelcalls, shell_wakeup
+from .draws import hand_in_draw
 from .feedback import short_error
 from .hidden import asked_names, is_test_cell, split_hidden
 from .judging import Verdict, failure_output, judge, read_records, teaching_output
@@ -39,6 +39,7 @@ from .warm import (
     leading_code,
     prefix_file,
     prefix_sources,
+    zygote_alive,
     zygote_socket,
 )
 
@@ -54,9 +55,9 @@ class CellTimeLimit(Exception):
     """A cell ran past its CPU-time limit and went on after the interrupt: the kernel was killed."""
 
 
-class KernelStartFailed(Exception):
-    """The grading kernel could not start: the grader's trouble, found before any student code
-    ran."""
+class GraderTrouble(Exception):
+    """The grader's trouble, not the submission's: the kernel could not start, could not run
+    the grader's code before any student code ran, or its zygote went away with it."""
 
 
 class GradingExecute(Execute):
@@ -81,12 +82,13 @@ class GradingExecute(Execute):
       (`_watch_cpu`), nbclient's wall-clock timeout is a larger backstop, a kernel that ignores
       the interrupt is killed, and the notebook has a total (wall-clock) limit;
     - bounded output: at most ``max_output_kb`` per cell and ``max_notebook_output_kb`` per
-      notebook of outputs and widget state, an error's text cut to `MAX_ERROR_TEXT`;
+      notebook of outputs and widget state (buffers included), an error's text cut to
+      `MAX_ERROR_TEXT`, no message of the kernel's larger than ``max_message_mb``;
     - a kernel that exits (``os._exit``, a segfault, the memory limit) reported as dead within a
       second, not as a late cell timeout. nbclient asks the kernel *client* whether the kernel
       lives, which without a heartbeat always says yes; the kernel *manager* knows;
-    - a kernel that could not start reported as the grader's trouble (`KernelStartFailed`), so
-      the job runs again (`course.grading.runner`);
+    - a kernel that could not start, or died with its zygote, reported as the grader's trouble
+      (`GraderTrouble`), so the job runs again, cold (`course.grading.runner`);
     - a warning on stderr in a test cell kept as stdout: nbgrader scores any stderr as 0.
     """
 
@@ -115,6 +117,9 @@ class GradingExecute(Execute):
     max_notebook_output_kb = Integer(8192, help="output and widget state kept per notebook").tag(
         config=True
     )
+    max_message_mb = Integer(
+        64, help="the largest message taken from a kernel (a larger one drops its connection)"
+    ).tag(config=True)
     memory_mb = Integer(Limits.memory_mb, help="kernel's private memory").tag(config=True)
     cpu_share = Float(Limits.cpu_share, help="cores a kernel may use at most").tag(config=True)
     isolate = Bool(True, help="namespaces and own uid, where the machine allows").tag(config=True)
@@ -127,6 +132,9 @@ class GradingExecute(Execute):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("kernel_manager_class", SandboxedKernelManager)
         super().__init__(*args, **kwargs)
+        # A reply that lands while the client sends (a student's Output widget) wakes it: a
+        # missed one waited out the rest of the notebook's time limit (issue 38).
+        shell_wakeup.install()
 
     def preprocess(self, nb, resources=None, km=None):
         self._course = Path(self.course_root or os.getcwd())
@@ -154,6 +162,8 @@ class GradingExecute(Execute):
         except DeadKernelError:
             if self._stuck:  # we killed it: the cell would not stop
                 raise CellTimeLimit(self._stuck) from None
+            if self._zygote and not zygote_alive(self._zygote):  # it took its kernels with it
+                raise GraderTrouble("the zygote it was forked from went away") from None
             raise
         finally:
             if self._kernel_uid is not None:  # what the kernel left running dies with it
@@ -186,13 +196,10 @@ class GradingExecute(Execute):
         return records(source, cache, [self._draw])[self._draw]
 
     def _submission_draw(self, info: dict) -> int:
-        """The draw of the submission being graded, from the gradebook's hand-in time (plain
-        `nbgrader autograde`, which records it before it runs the notebook)."""
-        from nbgrader.api import Gradebook
-
-        with Gradebook(info["db_url"]) as gb:
-            when = gb.find_submission(info["assignment"], info["student"]).timestamp
-        return submission_draw(course_secret(self._course), info["student"], when)
+        """The draw of the submission being graded (plain `nbgrader autograde`): from its hand-in
+        folder, as `grade` makes it (`course.grading.draws`)."""
+        names = [p.name for p in (self._course / "source" / info["assignment"]).glob("*.ipynb")]
+        return hand_in_draw(self._course, info["assignment"], info["student"], names)
 
     def _widgets_after_prefix(self, index: int) -> None:
         """Where the prefix ends, restore the widget models it made (warm)."""
@@ -228,14 +235,14 @@ class GradingExecute(Execute):
         try:
             await super().async_start_new_kernel(**kwargs)
         except Exception as error:
-            raise KernelStartFailed(f"{type(error).__name__}: {error}") from error
+            raise GraderTrouble(f"it could not start: {type(error).__name__}: {error}") from error
         self._kernel_uid = kernel_uid(self.km.provisioner.pid)
 
     async def async_start_new_kernel_client(self):
         try:
             return await super().async_start_new_kernel_client()
         except Exception as error:  # it died or never answered before any student code ran
-            raise KernelStartFailed(f"{type(error).__name__}: {error}") from error
+            raise GraderTrouble(f"it never answered: {type(error).__name__}: {error}") from error
 
     # nbclient binds the sync versions to its own coroutines
     start_new_kernel = run_sync(async_start_new_kernel)
@@ -243,6 +250,7 @@ class GradingExecute(Execute):
 
     def create_kernel_manager(self):
         km = super().create_kernel_manager()
+        km.max_message = self.max_message_mb * 2**20
         km.transport = "ipc"  # Unix sockets: the kernel has no network
         km.ip = os.path.join(self._private, "ipc")
         km.connection_file = os.path.join(self._private, "kernel.json")
@@ -292,12 +300,12 @@ class GradingExecute(Execute):
     def _silent(self, code: str) -> None:
         """Run the grader's own ``code`` in the kernel, outside the notebook's cells and history
         (no cell events fire, nothing is shown), before any student code has run there: a
-        failure is the grader's trouble (`KernelStartFailed`)."""
+        failure is the grader's trouble (`GraderTrouble`)."""
         msg_id = self.kc.execute(code, silent=True, store_history=False)
         content = (self.wait_for_reply(msg_id) or {}).get("content", {})
         if content.get("status") != "ok":
-            raise KernelStartFailed(
-                f"the kernel could not run the grader's code ({content.get('ename', 'no reply')})"
+            raise GraderTrouble(
+                f"it could not run the grader's code ({content.get('ename', 'no reply')})"
             )
 
     def _judge_probes(self) -> None:
@@ -424,8 +432,9 @@ class GradingExecute(Execute):
 
     def _counted(self, msg) -> str:
         """Count a message against the cell's and the notebook's caps: "keep", "cut" (the first
-        one past a cap) or "drop" (those after it)."""
-        size = len(str(msg.get("content", "")))
+        one past a cap) or "drop" (those after it). Its binary buffers count too (nbclient keeps
+        a widget's in the notebook)."""
+        size = len(str(msg.get("content", ""))) + sum(map(len, msg.get("buffers") or ()))
         self._cell_output_bytes += size
         self._output_bytes += size
         over = max(
@@ -506,9 +515,9 @@ def _scored(outputs: list, verdict: Verdict) -> list:
         else:
             shown.append(output)
     if verdict.teaching:
-        shown.append(teaching_output(verdict.teaching))
+        shown.append(teaching_output(verdict))
     if verdict.problems:
-        shown.insert(0, failure_output(verdict.problems))
+        shown.insert(0, failure_output(verdict))
     return shown
 
 

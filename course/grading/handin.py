@@ -81,3 +81,11 @@ def timestamp(folder: Path) -> datetime.datetime | None:
         return parse_utc(text)
     except (ValueError, OverflowError):
         raise HandInError(f"invalid submission: {TIMESTAMP} does not hold a time") from None
+
+
+def printable(text: str, limit: int) -> str:
+    """``text`` as a terminal may show it: a character that is not printable (an escape code, a
+    bell, a newline) written as its escape, and at most ``limit`` characters. File and folder
+    names of a hand-in, and what an error says about its content, are the student's to choose."""
+    shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return shown if len(shown) <= limit else shown[: limit - 3] + "..."

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from . import handin
 from .coursedir import CONFIG_FILE, Course
-from .execute import KernelStartFailed
+from .execute import GraderTrouble
 
 
 @dataclass(frozen=True)
@@ -97,9 +97,9 @@ def run_job(job: Job) -> JobResult:
     result = api.autograde(job.assignment, job.student, force=True, create=True)
     log = f"{result.get('log', '')}\n{result.get('error') or ''}"
     if not result["success"]:
-        # Only the grader's own step names this exception: no student code had run yet.
-        found = re.search(rf"{KernelStartFailed.__name__}: (.+)", log)
-        trouble = f"the grading kernel could not start: {found[1][:200]}" if found else None
+        # Only the grader's own steps raise it, for trouble that is not the submission's.
+        found = re.search(rf"{GraderTrouble.__name__}: (.+)", log)
+        trouble = f"the grading kernel: {found[1][:200]}" if found else None
         return JobResult(job.assignment, job.student, False, log, None, trouble)
     rows = job_rows(api, job.assignment, job.student)
     feedback = api.generate_feedback(job.assignment, job.student, force=True)

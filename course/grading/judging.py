@@ -25,6 +25,7 @@ import nbformat
 import torch
 
 from ..lesson.probes import RECORDS_MIME
+from .feedback import short_error
 from .quoting import describe, error_name, plain, short
 
 FAILED = "HiddenTestFailed"
@@ -37,11 +38,19 @@ NO_RECORDS = (
 
 @dataclass
 class Verdict:
-    """One test cell's hidden tests, judged: ``problems`` fail the cell (each is a line of its
-    error), ``teaching`` are lines shown as not graded."""
+    """One test cell's hidden tests, judged: ``problems`` fail the cell (a line each: the probe
+    and what differs), ``teaching`` are facts shown as not graded; ``why`` and ``teaching_why``
+    name the likely mistake behind them, in the reference's words, each once (the same lines for
+    every student: the report counts them across the class)."""
 
     problems: list[str] = field(default_factory=list)
+    why: list[str] = field(default_factory=list)
     teaching: list[str] = field(default_factory=list)
+    teaching_why: list[str] = field(default_factory=list)
+
+    def add(self, lines: list[str], explain: list[str], line: str, because: list[str]) -> None:
+        lines.append(line)
+        explain += [b for b in because if b and b not in explain]
 
 
 def read_records(outputs: list) -> list[dict] | None:
@@ -76,6 +85,8 @@ def _values(got, want, rtol: float, atol: float) -> str | None:
             return "it has other values"
     flat_got = torch.tensor(got, dtype=torch.float64).flatten()
     flat_want = torch.tensor(want, dtype=torch.float64).flatten()
+    if flat_got.numel() != flat_want.numel():  # isclose would broadcast one value to none
+        return f"it has {flat_got.numel()} values, expected {flat_want.numel()}"
     close = torch.isclose(flat_got, flat_want, rtol=rtol, atol=atol, equal_nan=True)
     if bool(close.all()):
         return None
@@ -159,21 +170,24 @@ def _split(record, keys: Collection[str]):
     return graded, {k: inner[k] for k in keys if k in inner}
 
 
-def _outcome(title: str, mine: dict, asked: Collection[str]) -> str | None:
-    """The problem of a probe that recorded nothing, or None when it has a record."""
+def _outcome(title: str, mine: dict, asked: Collection[str]) -> tuple[str, str] | None:
+    """(problem, why) of a probe that recorded nothing, or None when it has a record."""
     if "missing" in mine:
         name = mine["missing"] if mine["missing"] in asked else "a function it calls"
-        return f"{title}: {name} is not defined"
+        return f"{title}: {name} is not defined", f"{name} is not defined: run its answer cell"
     if "raised" in mine:
         kind = error_name(mine["raised"])
         if kind == "NotImplementedError" and not mine.get("message"):  # nbgrader's stub
-            return f"{title}: not implemented yet"
-        return f"{title}: raised {kind}"  # its message is the student's text: never quoted
-    return None if "record" in mine else f"{title}: no result"
+            return f"{title}: not implemented yet", short_error(kind, "")
+        # its message is the student's text: never quoted
+        return f"{title}: raised {kind}", f"the function raised {kind} on a hidden input"
+    if "record" in mine:
+        return None
+    return f"{title}: no result", "the hidden tests got no result for a probe"
 
 
-def _teaching_facts(got: dict, want: dict, teaching: dict, rtol, atol, reveal) -> list[str]:
-    """Each teaching key where the student's record differs: "<difference>. <teaching line>"."""
+def _teaching_facts(got: dict, want: dict, teaching: dict, rtol, atol, reveal):
+    """(difference, teaching line) for each teaching key where the student's record differs."""
     facts = []
     for key, line in teaching.items():
         if key not in want:
@@ -183,7 +197,7 @@ def _teaching_facts(got: dict, want: dict, teaching: dict, rtol, atol, reveal) -
         except (KeyError, TypeError, ValueError, IndexError, AttributeError, RuntimeError):
             fact = f"{key}: could not be read as data"
         if fact:
-            facts.append(f"{fact}. {line}".rstrip())
+            facts.append((fact, line))
     return facts
 
 
@@ -200,8 +214,8 @@ def judge(
     verdict = Verdict()
     for expected in want:
         title, mine = expected["title"], by_title.get(expected["title"], {})
-        if (problem := _outcome(title, mine, asked)) is not None:
-            verdict.problems.append(problem)
+        if (outcome := _outcome(title, mine, asked)) is not None:
+            verdict.add(verdict.problems, verdict.why, outcome[0], [outcome[1]])
             continue
         rtol, atol, teaching = expected["rtol"], expected["atol"], expected.get("teaching", {})
         graded_want, taught_want = _split(expected["record"], teaching)
@@ -211,26 +225,44 @@ def judge(
         except (KeyError, TypeError, ValueError, IndexError, AttributeError, RuntimeError):
             problem = "the result could not be read as data"  # a malformed record
         facts = _teaching_facts(taught_got, taught_want, teaching, rtol, atol, reveal)
-        if problem:
+        lines = [line for _, line in facts]
+        if problem:  # a teaching fact beside it is likely why the values differ
             hint = next((h for key, h in expected["hints"].items() if problem.startswith(key)), "")
-            also = "".join(f" Also, {fact}" for fact in facts)  # likely why the values differ
-            verdict.problems.append(f"{title}: {problem}. {hint}".rstrip() + also)
+            also = "".join(f"; also, {fact}" for fact, _ in facts)
+            verdict.add(verdict.problems, verdict.why, f"{title}: {problem}{also}", [hint, *lines])
         else:
-            verdict.teaching += [f"{title}: {fact}" for fact in facts]
+            for fact, line in facts:
+                verdict.add(verdict.teaching, verdict.teaching_why, f"{title}: {fact}", [line])
     return verdict
 
 
-def failure_output(problems: list[str]) -> nbformat.NotebookNode:
+WHY = "What to look at:"
+
+
+def _listed(head: str, lines: list[str], why: list[str]) -> str:
+    text = head + "".join(f"\n- {line}" for line in lines)
+    return text + (f"\n{WHY}" + "".join(f"\n- {w}" for w in why) if why else "")
+
+
+def failure_output(verdict: Verdict) -> nbformat.NotebookNode:
     """The error a test cell shows when its hidden tests fail (nbgrader scores it 0)."""
-    message = "a hidden test failed:\n" + "\n".join(f"- {p}" for p in problems)
+    message = _listed("a hidden test failed:", verdict.problems, verdict.why)
     return nbformat.v4.new_output(
         "error", ename=FAILED, evalue=message, traceback=[f"{FAILED}: {message}"]
     )
 
 
-def teaching_output(lines: list[str]) -> nbformat.NotebookNode:
+def teaching_output(verdict: Verdict) -> nbformat.NotebookNode:
     """What the hidden tests saw that carries no points, for the student to learn from."""
-    text = "Not graded, for learning (your points do not depend on these):\n"
-    return nbformat.v4.new_output(
-        "stream", name="stdout", text=text + "".join(f"- {line}\n" for line in lines)
-    )
+    head = "Not graded, for learning (your points do not depend on these):"
+    text = _listed(head, verdict.teaching, verdict.teaching_why)
+    return nbformat.v4.new_output("stream", name="stdout", text=text + "\n")
+
+
+def likely_mistakes(evalue: str) -> list[str]:
+    """The lines of a `failure_output` that name the likely mistake (the same words for every
+    student), or, without such lines, its problems with each probe's title left out."""
+    head, _, why = evalue.partition(f"\n{WHY}\n")
+    if why:
+        return [line.removeprefix("- ") for line in why.splitlines()]
+    return [line.removeprefix("- ") for line in head.splitlines()[1:]]

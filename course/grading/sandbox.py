@@ -50,7 +50,7 @@ from .kernelenv import package_dir
 CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWPID, CLONE_NEWIPC = 0x20000, 0x40000000, 0x20000000, 0x8000000
 NAMESPACES = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWIPC
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
-MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
+MS_NOSYMFOLLOW, MS_BIND, MS_REC, MS_PRIVATE = 256, 4096, 16384, 1 << 18
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
 NEW_ROOT = "/mnt"  # where the kernel's root is built, in its own mount namespace
 DEVICES = ("null", "zero", "full", "random", "urandom")
@@ -497,7 +497,10 @@ def _make_home(policy: Policy, uid: int) -> None:
     copy of the grader's files there (the connection file: ipykernel rewrites it) and its working
     folder."""
     root, private, size = NEW_ROOT, policy.private, policy.limits.home_mb
-    _tmpfs(root + private, "700", size, owner=uid)
+    # No link there is followed: the grader connects to the kernel's sockets by their names in
+    # this folder, which the kernel can write, and a link put in a socket's place would lead the
+    # grader (root) to any socket of the machine's, such as a zygote's.
+    _tmpfs(root + private, "700", size, MS_NOSYMFOLLOW, owner=uid)
     if not policy.workdir.startswith(private + "/"):  # elsewhere (never, in this grader)
         _tmpfs(root + policy.workdir, "700", size, owner=uid)
     for entry in os.scandir(private):
