@@ -83,6 +83,15 @@ def test_expect_close_reports_where_and_hint():
         expect_close(float("nan"), 1.0)
 
 
+def test_expect_close_of_none_gives_the_tests_own_hint_not_the_generic_guess():
+    """A None that is not a return value (a .grad nothing filled) is explained by the hint the
+    test gives, never by "did the function forget to return a value?"."""
+    hint = "backward() must run so that w.grad holds the total."
+    with pytest.raises(CheckFailed) as info:
+        expect_close(None, [9.0, 9.0], "w.grad", hint=hint)
+    assert str(info.value) == f"w.grad is None: {hint}"
+
+
 def test_expect_raises_needs_the_right_exception_and_text():
     def boom():
         raise KeyError("layer9.weight")

@@ -138,10 +138,13 @@ def expect_close(
 ) -> None:
     """Check that ``actual`` matches ``expected`` (numbers, lists or tensors) within tolerance.
 
-    ``hint`` names the likely mistake; it is added to the message when the values differ.
+    ``hint`` names the likely mistake; it is added to the message when the values differ, and
+    when ``actual`` is None it replaces the generic guess (a forgotten ``return``), which is wrong
+    where ``actual`` is not a return value (a ``.grad`` that nothing filled, say).
     """
     if expected is not None and actual is None:
-        raise CheckFailed(f"{name} is None: did the function forget to return a value?")
+        guess = hint or "did the function forget to return a value?"
+        raise CheckFailed(f"{name} is None: {guess}")
     try:
         got = _as_tensor(actual)
     except (TypeError, ValueError, RuntimeError):
