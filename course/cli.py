@@ -62,7 +62,11 @@ def _parser() -> argparse.ArgumentParser:
         "--binder", metavar="OWNER/REPO", help="the GitHub repository of the copy: a Binder badge"
     )
 
-    commands.add_parser("lab", help="JupyterLab on the course (formgrader in the Nbgrader menu)")
+    commands.add_parser(
+        "lab",
+        help="JupyterLab on the course (formgrader in the Nbgrader menu)",
+        usage="python -m course lab [JupyterLab's options, e.g. --port 8899 --no-browser]",
+    )
 
     commands.add_parser("backup", help="keep a copy of gradebook.db in .course/backups/ now")
     rst = commands.add_parser(
@@ -179,7 +183,7 @@ def _run(course, args) -> int:
     elif args.command == "lab":
         from .lab import run_lab
 
-        run_lab(course)
+        run_lab(course, args.options)
     elif args.command == "demo":
         from .demo import run_demo
 
@@ -188,7 +192,11 @@ def _run(course, args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args, options = parser.parse_known_args(argv)
+    if options and args.command != "lab":  # only lab passes options on (to JupyterLab)
+        parser.error(f"unrecognized arguments: {' '.join(options)}")
+    args.options = options
     from .grading.coursedir import Course, CourseError, CourseTrouble
     from .grading.resume import STOP_SIGNALS
 
@@ -197,8 +205,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         course = Course.at(args.course)
-        if args.command not in WRITES_GRADEBOOK:
-            return _run(course, args)
+        if args.command not in WRITES_GRADEBOOK or getattr(args, "list", False):
+            return _run(course, args)  # `restore --list` only reads
         from .grading import gradebook
 
         with gradebook.exclusive(course, args.command):

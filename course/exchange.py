@@ -9,7 +9,7 @@ from pathlib import Path
 
 from nbgrader.utils import notebook_hash, parse_utc
 
-from .grading.coursedir import Course
+from .grading.coursedir import Course, exchange_root
 
 _PAGE_SCORE = re.compile(r"\(Score: (-?[\d.]+) / [\d.]+\)</h4>")  # nbgrader's feedback header
 
@@ -17,8 +17,7 @@ _PAGE_SCORE = re.compile(r"\(Score: (-?[\d.]+) / [\d.]+\)</h4>")  # nbgrader's f
 @cache  # read once per course: it is asked for every row of the sheet
 def _course_folder(course: Course) -> Path:
     config = course.config()
-    root = Path(config.Exchange.get("root", "/srv/nbgrader/exchange"))
-    return root / config.CourseDirectory.get("course_id", "")
+    return exchange_root(config) / config.CourseDirectory.get("course_id", "")
 
 
 def _stamp(folder: Path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import re
 import subprocess
 import sys
 
@@ -154,3 +155,21 @@ def test_a_source_whose_graded_cells_changed_stops_grading_before_anything(bad_c
     assert f"new points: {grade_id}" in run.stderr and "Nothing was graded" in run.stderr
     assert "nbgrader cannot change the graded cells" in run.stderr  # alice has a submission
     assert (course.root / "grades" / "grades.csv").read_bytes() == sheet
+
+
+@pytest.mark.parametrize("elsewhere", [True, False], ids=["exchange elsewhere", "course-local"])
+def test_lab_makes_the_configured_exchange_and_passes_options_on(tmp_path, elsewhere):
+    """`make lab` runs `python -m course lab`: it makes the exchange nbgrader_config.py names
+    (and no other) before JupyterLab starts, and hands JupyterLab the options it is given."""
+    course = copy_course(tmp_path / "course")
+    exchange = tmp_path / "srv" / "exchange" if elsewhere else course.root / "exchange"
+    if elsewhere:
+        with (course.root / "nbgrader_config.py").open("a") as config:
+            config.write(f"\nc.Exchange.root = {str(exchange)!r}\n")
+    run = course_cli("lab", "--version", cwd=course.root)  # JupyterLab's own option: it exits
+    assert run.returncode == 0, run.stderr
+    assert re.fullmatch(r"4\.6\.\d+\s*", run.stdout), run.stdout
+    assert exchange.is_dir()
+    assert (course.root / "exchange").is_dir() == (not elsewhere), "no stray exchange/"
+    refused = course_cli("export", "--version", cwd=course.root)  # only lab passes options on
+    assert refused.returncode == 2 and "unrecognized arguments: --version" in refused.stderr
