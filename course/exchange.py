@@ -3,7 +3,9 @@ score each released feedback page shows (what the student sees when fetching fee
 
 from __future__ import annotations
 
+import glob
 import re
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
@@ -40,18 +42,44 @@ def uncollected(course: Course) -> dict[tuple[str, str], str]:
     return waiting
 
 
-def released_score(course: Course, assignment: str, student: str) -> float | None:
-    """The total of the feedback pages released for the student's current submission (as
-    rounded on the page), or None when none is."""
-    feedback = course.root / "feedback" / student / assignment
-    secret = feedback / "submission_secret.txt"
-    if not secret.is_file():
-        return None
+@dataclass(frozen=True)
+class Released:
+    """The feedback a student fetches for an assignment: the score its page shows (as rounded
+    there), and whether it is the page of an earlier submission than the graded one."""
+
+    score: float
+    earlier: bool
+
+
+def _page_score(course: Course, secret: str, notebooks: list[str]) -> float | None:
+    """The total of the released pages of a submission (its secret, its notebooks' names), or
+    None when none is released."""
     pages = [
-        _course_folder(course)
-        / "feedback"
-        / f"{notebook_hash(secret=secret.read_text(), notebook_id=page.stem)}.html"
-        for page in sorted(feedback.glob("*.html"))
+        _course_folder(course) / "feedback" / f"{notebook_hash(secret=secret, notebook_id=nb)}.html"
+        for nb in notebooks
     ]
     scores = [_PAGE_SCORE.search(p.read_text(encoding="utf-8")) for p in pages if p.is_file()]
     return sum(float(m[1]) for m in scores if m) if scores else None
+
+
+def released(course: Course, assignment: str, student: str) -> Released | None:
+    """What `nbgrader fetch_feedback` gives the student: the page of the graded submission
+    when it is released, else the newest page released for one of their earlier submissions
+    (the inbound folder keeps each), else None."""
+    graded = course.root / "feedback" / student / assignment
+    secret = graded / "submission_secret.txt"
+    graded_secret = secret.read_text() if secret.is_file() else None
+    if graded_secret is not None:
+        notebooks = [page.stem for page in sorted(graded.glob("*.html"))]
+        if (score := _page_score(course, graded_secret, notebooks)) is not None:
+            return Released(score, earlier=False)
+    inbound = _course_folder(course) / "inbound"
+    submissions = inbound.glob(f"{glob.escape(student)}+{glob.escape(assignment)}+*")
+    for folder in sorted(submissions, key=lambda f: parse_utc(f.name.split("+")[2]), reverse=True):
+        secret = folder / "submission_secret.txt"
+        if not secret.is_file() or secret.read_text() == graded_secret:
+            continue
+        notebooks = [nb.stem for nb in sorted(folder.glob("*.ipynb"))]
+        if (score := _page_score(course, secret.read_text(), notebooks)) is not None:
+            return Released(score, earlier=True)
+    return None

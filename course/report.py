@@ -209,6 +209,17 @@ def write_report(
     return path
 
 
+def _stale(shown: exchange.Released | None, score: float | None) -> str | None:
+    """Why the released feedback no longer shows the gradebook's score, or None."""
+    if shown is None or score is None:
+        return None
+    if shown.earlier:  # the graded submission's own page was never released
+        return f"released feedback is of an earlier submission ({shown.score:g}): out of date"
+    if abs(shown.score - score) > 0.01:  # a regrade, a manual score, a late penalty since
+        return f"released feedback says {shown.score:g}: out of date"
+    return None
+
+
 def annotate(course: Course, rows: list[Row]) -> dict[str, list[str]]:
     """Add to each row what the instructor must do about it now: collect work waiting in the
     exchange, know how a hand-in was timed, release feedback that no longer matches the gradebook.
@@ -223,9 +234,8 @@ def annotate(course: Course, rows: list[Row]) -> dict[str, list[str]]:
         folder = course.root / "submitted" / r.student_id / r.assignment
         if folder.is_dir() and not (folder / "timestamp.txt").is_file():
             r.notes.append(returns.NO_TIMESTAMP)
-        shown = exchange.released_score(course, r.assignment, r.student_id)
-        if shown is not None and r.score is not None and abs(shown - r.score) > 0.01:
-            r.notes.append(f"released feedback says {shown:g}: out of date")
+        if note := _stale(exchange.released(course, r.assignment, r.student_id), r.score):
+            r.notes.append(note)
             stale[r.assignment].append(r.student_id)
     return stale
 

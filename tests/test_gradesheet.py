@@ -149,6 +149,43 @@ def test_released_feedback_that_differs_from_the_gradebook_is_named(course):
     assert report.refresh_command("01", ["ada"]) == "python -m course feedback 01 --student ada"
 
 
+def _release_page(course, secret: str, score: float) -> None:
+    """What `nbgrader release_feedback` leaves in the exchange for a submission's notebook."""
+    released = course.root / "exchange" / "autograd-course" / "feedback"
+    released.mkdir(parents=True, exist_ok=True)
+    page = released / f"{exchange.notebook_hash(secret=secret, notebook_id='nb')}.html"
+    page.write_text(f"<h4>nb (Score: {score:.2f} / {AUTO + WRITTEN})</h4>")
+
+
+def test_feedback_released_for_an_earlier_submission_is_named(course):
+    """ada resubmitted after her feedback was released; the new version is graded: what she
+    fetches is still the earlier page, whatever its score."""
+    inbound = course.root / "exchange" / "autograd-course" / "inbound"
+    for stamp, secret in (("10:00", "first"), ("11:00", "second")):
+        folder = inbound / f"ada+01+2031-01-15 {stamp}:00.000000 UTC+{secret}"
+        folder.mkdir(parents=True)
+        (folder / "nb.ipynb").write_text("{}")
+        (folder / "submission_secret.txt").write_text(secret)
+    collected = course.root / "submitted" / "ada" / "01"
+    collected.mkdir(parents=True)
+    (collected / "timestamp.txt").write_text("2031-01-15 11:00:00.000000 UTC")
+    graded = course.root / "feedback" / "ada" / "01"
+    graded.mkdir(parents=True)
+    (graded / "submission_secret.txt").write_text("second")  # the version graded now
+    (graded / "nb.html").write_text("page")
+    late.reassess(course)
+    assert report.annotate(course, list(_rows(course).values())) == {}, "nothing released yet"
+    now = _rows(course)[("01", "ada")].score
+    _release_page(course, "first", now)  # the same score as now: still another version's page
+    rows = _rows(course)
+    assert report.annotate(course, list(rows.values())) == {"01": ["ada"]}
+    assert rows[("01", "ada")].notes == [
+        f"released feedback is of an earlier submission ({now:g}): out of date"
+    ]
+    _release_page(course, "second", now)  # `python -m course feedback 01 --student ada`
+    assert report.annotate(course, list(_rows(course).values())) == {}
+
+
 def test_a_hand_in_without_timestamp_says_how_it_was_timed(course):
     (course.root / "submitted" / "ben" / "01").mkdir(parents=True)
     rows = _rows(course)
