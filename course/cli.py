@@ -82,6 +82,11 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _asked(args) -> dict:
+    """The assignments and students a command was asked for: the rows its table shows."""
+    return {"assignments": args.assignments, "students": args.students}
+
+
 def _grade(course, args) -> int:
     from .grading import batch, sandbox
     from .progress import Progress
@@ -109,7 +114,7 @@ def _grade(course, args) -> int:
         print(stopped, file=sys.stderr)
         return EXIT_INTERRUPTED
     bar.close()
-    publish(course, outcomes, args.out or course.root / GRADES_DIR)
+    publish(course, outcomes, args.out or course.root / GRADES_DIR, **_asked(args))
     print(batch.summary(outcomes))
     return batch.exit_status(outcomes)
 
@@ -160,7 +165,7 @@ def _run(course, args) -> int:
 
         released, by_hand = returns.return_feedback(course, args.assignments, args.students)
         print(returns.summary(course, released, by_hand))
-        publish(course, [], args.out or course.root / GRADES_DIR)
+        publish(course, [], args.out or course.root / GRADES_DIR, **_asked(args))
     elif args.command == "export":
         from .report import publish
 

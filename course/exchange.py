@@ -27,6 +27,15 @@ def _stamp(folder: Path):
     return parse_utc(path.read_text().strip()) if path.is_file() else None
 
 
+def handed_out(course: Course) -> set[str]:
+    """Assignments students can have: released to the exchange (its outbound folder) or handed
+    in by someone (in its inbound folder, or in submitted/)."""
+    folder = _course_folder(course)
+    found = {p.name for p in (folder / "outbound").glob("*") if p.is_dir()}
+    found |= {entry.name.split("+")[1] for entry in (folder / "inbound").glob("*+*+*")}
+    return found | {a for a in course.assignments if course.submitted_students(a)}
+
+
 def uncollected(course: Course) -> dict[tuple[str, str], str]:
     """(assignment, student) -> the command that collects the work waiting in the inbound folder
     for it: never collected, or submitted again after the collected version."""

@@ -126,11 +126,14 @@ def write_report(
     ]
     statuses = list(STATUSES)
     parts += [f"<th>{s}</th>" for s in statuses] + ["</tr>"]
-    counts = Counter((r.assignment, r.status) for r in rows)
-    for assignment in dict.fromkeys(r.assignment for r in rows):
+    released = gradesheet.released_rows(rows)
+    counts = Counter((r.assignment, r.status) for r in released)
+    for assignment in dict.fromkeys(r.assignment for r in released):
         cells = "".join(f"<td>{counts[(assignment, s)]}</td>" for s in statuses)
         parts.append(f"<tr><td>{esc(assignment)}</td>{cells}</tr>")
     parts.append("</table>")
+    if unreleased := not_released(rows):
+        parts.append(f"<p>{esc(unreleased)}; not counted in the totals.</p>")
 
     def listed(heading: str, items: list[str]) -> None:
         if items:
@@ -179,7 +182,7 @@ def write_report(
     )
     parts += [
         f"<tr><td>{esc(student)}</td><td>{points:g}</td><td>{available:g}</td><td>{none}</td></tr>"
-        for student, points, available, none in _totals(rows)
+        for student, points, available, none in _totals(released)
     ]
     parts.append("</table>")
     for assignment, tests in summarize(course, rows, gb).items():
@@ -245,22 +248,51 @@ def refresh_command(assignment: str, students: list[str]) -> str:
     return f"python -m course feedback {assignment} " + " ".join(f"--student {s}" for s in students)
 
 
-def publish(course: Course, outcomes: list[Outcome], out: Path, log=print) -> list[Row]:
+def _rows_asked(rows: list[Row], assignments: list[str] | None, students: list[str] | None):
+    """The rows of ``assignments`` (default: every released one) and ``students`` (default:
+    all)."""
+    if assignments is None:
+        rows = gradesheet.released_rows(rows)
+    return [
+        r
+        for r in rows
+        if (assignments is None or r.assignment in assignments)
+        and (students is None or r.student_id in students)
+    ]
+
+
+def not_released(rows: list[Row]) -> str:
+    """The line that names the assignments no student has yet ('' when there is none)."""
+    names = sorted({r.assignment for r in rows if r.status == gradesheet.UNRELEASED})
+    return f"Not released yet (no student has them): {', '.join(names)}" if names else ""
+
+
+def publish(
+    course: Course,
+    outcomes: list[Outcome],
+    out: Path,
+    log=print,
+    assignments: list[str] | None = None,
+    students: list[str] | None = None,
+) -> list[Row]:
     """Recompute the late penalties (a score may have changed since), update the grade sheet in
     ``out`` (a row per student and assignment of the gradebook, numbers from it, statuses of
     ``outcomes`` or of earlier runs), write the Canvas and Moodle CSVs and the report beside it,
-    print the table and where things are, and return the sheet's rows."""
+    print the table of what was asked (the rows of ``assignments``, default every released one,
+    and of ``students``, default all) and where things are, and return the sheet's rows."""
     late.reassess(course)
     sheet = out / "grades.csv"
     with course.api().gradebook as gb:
-        rows = gradesheet.rows_for(outcomes, gb, course.gradebook)
+        rows = gradesheet.rows_for(outcomes, gb, course.gradebook, exchange.handed_out(course))
         stale = annotate(course, rows)
         gradesheet.write_csv(rows, sheet)
         canvas = gradesheet.write_canvas_csv(rows, gb, out / "canvas.csv")
         moodle = gradesheet.write_moodle_csvs(rows, out / "moodle")
         report = write_report(course, rows, gb, out / "report.html", stale)
-    log(gradesheet.format_table(rows))
+    log(gradesheet.format_table(_rows_asked(rows, assignments, students)))
     log("")
+    if assignments is None and (unreleased := not_released(rows)):
+        log(unreleased)
     for assignment, students in stale.items():
         log(
             f"Released feedback of {assignment} is out of date for {', '.join(students)}: "

@@ -11,7 +11,7 @@ import nbformat
 import pytest
 
 from course.submission import build_submission, reference_answers, write_submission
-from course_testing import copy_course, points
+from course_testing import CONTRACT, copy_course, points
 
 ASSIGNMENT = "01_requires_grad"
 POINTS = points(ASSIGNMENT) + points(ASSIGNMENT, kind="markdown")
@@ -55,6 +55,11 @@ def test_usage_errors_exit_non_zero(tmp_path):
     assert "the following arguments are required: assignments" in run.stderr
 
 
+def table_lines(printed: str) -> list[str]:
+    """The rows of the table a command printed."""
+    return [line for line in printed.splitlines() if re.match(r"\d\d_\w+ ", line)]
+
+
 @pytest.fixture(scope="module")
 def bad_class(tmp_path_factory):
     """A class where one student is fine, one notebook is corrupt and one folder has no notebook."""
@@ -87,6 +92,13 @@ def test_a_corrupt_submission_does_not_stop_the_batch(bad_class):
     assert "missing notebook: 01_requires_grad.ipynb is not in the submission" in lines["carol"]
     assert (course.root / "autograded" / "alice" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").is_file()
     assert (course.root / "feedback" / "alice" / ASSIGNMENT / f"{ASSIGNMENT}.html").is_file()
+
+
+def test_grade_prints_the_rows_of_what_it_graded(bad_class):
+    _, run = bad_class
+    rows = table_lines(run.stdout)
+    assert sorted(line.split()[1] for line in rows) == ["alice", "bob", "carol"], run.stdout
+    assert {line.split()[0] for line in rows} == {ASSIGNMENT}, "no other assignment's rows"
 
 
 def test_every_student_is_in_the_csv_with_a_status(bad_class):
@@ -131,6 +143,9 @@ def test_grading_one_student_updates_only_their_row(bad_class):
     assert rows["alice"]["status"] == "graded"
     assert rows["bob"]["status"] == rows["carol"]["status"] == "failed"
     assert "not valid JSON" in rows["bob"]["detail"]
+    assert [line.split()[:2] for line in table_lines(run.stdout)] == [[ASSIGNMENT, "alice"]], (
+        "the table shows what was asked"
+    )
 
 
 def test_a_source_whose_graded_cells_changed_stops_grading_before_anything(bad_class):
@@ -173,3 +188,47 @@ def test_lab_makes_the_configured_exchange_and_passes_options_on(tmp_path, elsew
     assert (course.root / "exchange").is_dir() == (not elsewhere), "no stray exchange/"
     refused = course_cli("export", "--version", cwd=course.root)  # only lab passes options on
     assert refused.returncode == 2 and "unrecognized arguments: --version" in refused.stderr
+
+
+def test_an_assignment_nobody_has_is_not_released_rather_than_missing(bad_class):
+    """Only the first assignment was handed in, and no other is in the exchange: the others are
+    `unreleased` in grades.csv, with no Canvas column, Moodle file, table row or points in the
+    report's totals; once one is released to the exchange, its students are `missing`."""
+    course, _ = bad_class
+    later = [a for a in CONTRACT if a != ASSIGNMENT]
+    grades = course.root / "grades"
+
+    def export():
+        done = course_cli("export", cwd=course.root)
+        assert done.returncode == 0, done.stderr
+        with (grades / "grades.csv").open() as handle:
+            rows = {(r["assignment"], r["student_id"]): r for r in csv.DictReader(handle)}
+        with (grades / "canvas.csv").open() as handle:
+            canvas = list(csv.reader(handle))
+        return done.stdout, rows, canvas
+
+    printed, rows, canvas = export()
+    assert {line.split()[0] for line in table_lines(printed)} == {ASSIGNMENT}, printed
+    assert f"Not released yet (no student has them): {', '.join(later)}" in printed
+    for assignment in later:
+        for student in ("alice", "bob", "carol"):
+            row = rows[(assignment, student)]
+            assert row["status"] == "unreleased" and row["score"] == "", row
+            assert row["detail"].startswith("not released"), row
+    assert canvas[0][5:] == [ASSIGNMENT] and float(canvas[1][5]) == POINTS
+    assert sorted(p.stem for p in (grades / "moodle").glob("*.csv")) == [ASSIGNMENT]
+    report = (grades / "report.html").read_text()
+    assert f"<tr><td>{later[0]}</td>" not in report, "no status counts for it"
+    assert re.search(rf"<tr><td>alice</td><td>[\d.]+</td><td>{POINTS:g}</td><td>0</td>", report)
+
+    released = subprocess.run(
+        [sys.executable, "-m", "nbgrader", "release_assignment", later[0]],
+        cwd=course.root, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert released.returncode == 0, released.stderr
+    printed, rows, canvas = export()
+    assert rows[(later[0], "alice")]["status"] == "missing"
+    assert canvas[0][5:] == [ASSIGNMENT, later[0]]
+    total = points(later[0]) + points(later[0], kind="markdown")
+    assert float(canvas[1][6]) == total, "its points possible"
+    assert f"Not released yet (no student has them): {', '.join(later[1:])}" in printed

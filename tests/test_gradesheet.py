@@ -15,6 +15,7 @@ from course import exchange, report
 from course.gradesheet import (
     FIELDS,
     STATUS_FILE,
+    UNRELEASED,
     Row,
     _late,
     format_table,
@@ -52,7 +53,8 @@ def course(tmp_path):
 def _rows(course, outcomes=()):
     with course.api().gradebook as gb:
         return {
-            (r.assignment, r.student_id): r for r in rows_for(list(outcomes), gb, course.gradebook)
+            (r.assignment, r.student_id): r
+            for r in rows_for(list(outcomes), gb, course.gradebook, exchange.handed_out(course))
         }
 
 
@@ -102,8 +104,10 @@ def test_rows_are_a_function_of_the_gradebook(course):
     status file stop the sheet."""
     with course.api().gradebook as gb:
         gb.add_assignment("01_typo")
-    assert ("01_typo", "ada") in _rows(course)
-    assert _rows(course)[("01_typo", "ada")].status == MISSING
+        gb.add_student("cara")
+    rows = _rows(course)
+    assert rows[("01_typo", "ada")].status == UNRELEASED, "nobody can have it"
+    assert rows[("01", "cara")].status == MISSING, "classmates handed 01 in: cara did not"
     with course.api().gradebook as gb:
         gb.remove_assignment("01_typo")
     assert {a for a, _ in _rows(course)} == {"01"}
