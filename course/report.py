@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +35,7 @@ from .grading.feedback import short_error  # noqa: E402
 from .lesson.widgets.base import PALETTE  # noqa: E402
 
 TOP_MESSAGES = 5
+MARK_SCHEME = re.compile(r"=== BEGIN MARK SCHEME ===\n(.*?)=== END MARK SCHEME ===", re.S)
 
 
 @dataclass
@@ -100,6 +102,35 @@ def _histogram(assignment: str, tests: dict[str, TestSummary]) -> str:
     return base64.b64encode(buffer.getvalue()).decode()
 
 
+def mark_schemes(course: Course, assignment: str) -> dict[str, str]:
+    """The mark scheme of each written answer of ``assignment``, by "notebook: grade id": the
+    text its source cell holds between nbgrader's mark-scheme delimiters (which release strips,
+    so neither students nor formgrader see it)."""
+    found = {}
+    for path in sorted((course.root / "source" / assignment).glob("*.ipynb")):
+        for cell in nbformat.read(path, as_version=4).cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if scheme := MARK_SCHEME.search(cell.source):
+                found[f"{path.stem}: {meta.get('grade_id')}"] = scheme[1].strip()
+    return found
+
+
+def _mark_schemes(course: Course, waiting: list[tuple[str, str]]) -> list[str]:
+    """The report's mark scheme of each written answer waiting for a grader."""
+    schemes = {assignment: mark_schemes(course, assignment) for assignment, _ in waiting}
+    shown = [(a, cell, schemes[a][cell]) for a, cell in waiting if cell in schemes[a]]
+    if not shown:
+        return []
+    return [
+        "<h3>Mark schemes</h3><p>From the source notebooks, where each follows its reference "
+        "answer (formgrader does not show them).</p>",
+        *(
+            f"<h4>{html.escape(a)} / {html.escape(cell)}</h4><pre>{html.escape(scheme)}</pre>"
+            for a, cell, scheme in shown
+        ),
+    ]
+
+
 def _totals(rows: list[Row]) -> list[tuple[str, float, float, int]]:
     """Per student: points, points available and assignments without a grade."""
     totals: dict[str, list] = defaultdict(lambda: [0.0, 0.0, 0])
@@ -121,7 +152,7 @@ def write_report(
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>Grading report</title>",
         "<style>body{font-family:sans-serif;max-width:60em;margin:auto}"
         "td,th{padding:2px 8px;text-align:left;vertical-align:top}"
-        "td{overflow-wrap:anywhere}</style></head><body>",
+        "td{overflow-wrap:anywhere}pre{white-space:pre-wrap}</style></head><body>",
         "<h1>Grading report</h1><h2>Statuses</h2><table><tr><th>assignment</th>",
     ]
     statuses = list(STATUSES)
@@ -176,6 +207,7 @@ def write_report(
             for r, cell in waiting
         ]
         parts.append("</ul>")
+        parts += _mark_schemes(course, sorted({(r.assignment, cell) for r, cell in waiting}))
     parts.append(
         "<h2>Students</h2><table><tr><th>student</th><th>points</th>"
         "<th>of</th><th>assignments without a grade</th></tr>"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import csv
+import html
+import json
 import re
 import subprocess
 import sys
@@ -11,10 +13,11 @@ import nbformat
 import pytest
 
 from course.submission import build_submission, reference_answers, write_submission
-from course_testing import CONTRACT, copy_course, points
+from course_testing import CONTRACT, REPO, copy_course, essay_cell, points, with_essay
 
 ASSIGNMENT = "01_requires_grad"
 POINTS = points(ASSIGNMENT) + points(ASSIGNMENT, kind="markdown")
+ESSAY = "PyTorch keeps .grad where an optimizer needs it: on the leaves it updates."
 
 
 def course_cli(*args, cwd):
@@ -62,10 +65,11 @@ def table_lines(printed: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def bad_class(tmp_path_factory):
-    """A class where one student is fine, one notebook is corrupt and one folder has no notebook."""
+    """A class where one student is fine (with a written answer to grade by hand), one notebook
+    is corrupt and one folder has no notebook."""
     course = copy_course(tmp_path_factory.mktemp("cli") / "course", with_release=True)
     good = build_submission(course, ASSIGNMENT, reference_answers(course, ASSIGNMENT))
-    write_submission(course, "alice", ASSIGNMENT, good)
+    write_submission(course, "alice", ASSIGNMENT, with_essay(good, ASSIGNMENT, ESSAY))
     corrupt = write_submission(course, "bob", ASSIGNMENT, good)
     corrupt.write_text('{"cells": [')
     (course.root / "submitted" / "carol" / ASSIGNMENT).mkdir(parents=True)
@@ -85,7 +89,7 @@ def test_a_corrupt_submission_does_not_stop_the_batch(bad_class):
     }
     earned, available = map(float, lines["alice"].split()[3].split("/"))
     assert lines["alice"].split()[2] == "graded", lines["alice"]
-    # every autograded point; the written answer's are in the maximum (she left it blank)
+    # every autograded point; the written answer's are in the maximum (no one graded it yet)
     assert (earned, available) == (points(ASSIGNMENT), POINTS), lines["alice"]
     assert "invalid notebook: 01_requires_grad.ipynb is not valid JSON" in lines["bob"]
     assert "failed" in lines["bob"].split()
@@ -114,6 +118,32 @@ def test_every_student_is_in_the_csv_with_a_status(bad_class):
         assert rows[student]["status"] == "failed"
         assert rows[student]["score"] == "", "a failed submission is never a silent 0"
         assert rows[student]["detail"]
+
+
+def scheme_lines(assignment: str) -> list[str]:
+    """The lines of the source's mark scheme for the written answer (as the source holds them)."""
+    source = json.loads((REPO / "source" / assignment / f"{assignment}.ipynb").read_text())
+    essay, _ = essay_cell(assignment)
+    (cell,) = [
+        c for c in source["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == essay
+    ]
+    text = "".join(cell["source"])
+    scheme = text.split("=== BEGIN MARK SCHEME ===")[1].split("=== END MARK SCHEME ===")[0]
+    return [line.strip() for line in scheme.splitlines() if line.strip()]
+
+
+def test_the_report_shows_the_mark_scheme_of_answers_waiting_and_feedback_never(bad_class):
+    course, _ = bad_class
+    essay, _ = essay_cell(ASSIGNMENT)
+    lines = scheme_lines(ASSIGNMENT)
+    assert len(lines) > 2
+    report = html.unescape((course.root / "grades" / "report.html").read_text())
+    assert f"{ASSIGNMENT} / alice: {ASSIGNMENT}: {essay}" in report, "alice's answer waits"
+    shown = [line for line in lines if line in report]
+    assert shown == lines, "the mark scheme beside the answers waiting"
+    page = (course.root / "feedback" / "alice" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
+    assert ESSAY in html.unescape(page)
+    assert not [line for line in lines if line in html.unescape(page)], "never to the student"
 
 
 def test_failed_students_stay_in_the_gradebook(bad_class):
