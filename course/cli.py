@@ -8,6 +8,8 @@ import signal
 import sys
 from pathlib import Path
 
+from .pipe import stdout_reader_may_go
+
 # Heavy modules (torch, nbgrader, nbformat's validator) are imported by the commands that use
 # them: --help and a mistyped command answer at once.
 
@@ -197,6 +199,11 @@ def _run(course, args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    with stdout_reader_may_go():  # `python -m course export | head` does all its work
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     parser = _parser()
     args, options = parser.parse_known_args(argv)
     if options and args.command != "lab":  # only lab passes options on (to JupyterLab)

@@ -21,6 +21,7 @@ from pathlib import Path
 from nbgrader.api import Gradebook, MissingEntry
 
 from .grading.batch import GRADED, MISSING, Outcome
+from .words import counted
 
 # No student can have handed it in: not in the exchange, and nobody handed it in.
 UNRELEASED = "unreleased"
@@ -207,7 +208,7 @@ def format_table(rows: list[Row]) -> str:
         if r.late:
             notes.append(f"late by {r.late} (penalty {r.late_penalty:g})")
         if r.to_grade:
-            notes.append(f"{len(r.to_grade)} written answer(s) to grade by hand")
+            notes.append(f"{counted(len(r.to_grade), 'written answer')} to grade by hand")
         lines.append((r.assignment, r.student_id, r.status, score, "; ".join(filter(None, notes))))
     widths = [max(len(line[i]) for line in lines) for i in range(4)]
     return "\n".join(

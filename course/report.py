@@ -152,7 +152,9 @@ def write_report(
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>Grading report</title>",
         "<style>body{font-family:sans-serif;max-width:60em;margin:auto}"
         "td,th{padding:2px 8px;text-align:left;vertical-align:top}"
-        "td{overflow-wrap:anywhere}pre{white-space:pre-wrap}</style></head><body>",
+        # long messages wrap anywhere; a name (a test's grade id) never inside a word
+        "td{overflow-wrap:anywhere}td.name{white-space:nowrap}pre{white-space:pre-wrap}"
+        "</style></head><body>",
         "<h1>Grading report</h1><h2>Statuses</h2><table><tr><th>assignment</th>",
     ]
     statuses = list(STATUSES)
@@ -234,7 +236,7 @@ def write_report(
                 f"{n}&times; {esc(m)}" for m, n in t.messages.most_common(TOP_MESSAGES)
             )
             parts.append(
-                f"<tr><td>{esc(grade_id)}</td><td>{full}/{len(t.scores)}</td>"
+                f"<tr><td class='name'>{esc(grade_id)}</td><td>{full}/{len(t.scores)}</td>"
                 f"<td>{mean:.2f}/{t.max_score:g}</td><td>{top}</td></tr>"
             )
         parts.append("</table>")

@@ -89,6 +89,17 @@ def points(assignment: str, prefix: str = "", kind: str = "code") -> float:
     return total
 
 
+def grade_ids(assignment: str, kind: str = "code") -> list[str]:
+    """The grade ids of the assignment's graded cells of ``kind`` ("code": autograded tests),
+    read from its source notebooks."""
+    return [
+        cell.metadata["nbgrader"]["grade_id"]
+        for path in sorted((REPO / "source" / assignment).glob("*.ipynb"))
+        for cell in nbformat.read(path, as_version=4).cells
+        if cell.cell_type == kind and cell.metadata.get("nbgrader", {}).get("grade")
+    ]
+
+
 def essay_cell(assignment: str) -> tuple[str, float]:
     """The grade id and points of the assignment's first written answer (a graded markdown
     cell), read from its source notebook."""

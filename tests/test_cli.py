@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import html
 import json
+import os
 import re
 import subprocess
 import sys
@@ -144,6 +145,25 @@ def test_the_report_shows_the_mark_scheme_of_answers_waiting_and_feedback_never(
     page = (course.root / "feedback" / "alice" / ASSIGNMENT / f"{ASSIGNMENT}.html").read_text()
     assert ESSAY in html.unescape(page)
     assert not [line for line in lines if line in html.unescape(page)], "never to the student"
+
+
+@pytest.mark.parametrize("buffered", [True, False], ids=["buffered", "unbuffered"])
+def test_export_to_a_reader_that_goes_away_does_its_work_quietly(bad_class, buffered):
+    """`python -m course export | head`: head may exit before export prints (its table, at exit
+    or line by line); export still writes every grade file, and says nothing of a broken pipe."""
+    course, _ = bad_class
+    sheet = course.root / "grades" / "grades.csv"
+    sheet.unlink()
+    env = {**os.environ, **({} if buffered else {"PYTHONUNBUFFERED": "1"})}
+    export = subprocess.Popen(
+        [sys.executable, "-m", "course", "export"],
+        cwd=course.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    export.stdout.close()  # the reader is gone before the first line
+    errors = export.stderr.read().decode()
+    assert export.wait(timeout=600) == 0, errors
+    assert "BrokenPipe" not in errors and "Traceback" not in errors, errors
+    assert sheet.is_file() and "alice" in sheet.read_text()
 
 
 def test_failed_students_stay_in_the_gradebook(bad_class):

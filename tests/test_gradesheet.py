@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from course import exchange, report
+from course import exchange, report, returns
 from course.gradesheet import (
     FIELDS,
     STATUS_FILE,
@@ -25,6 +25,7 @@ from course.gradesheet import (
 )
 from course.grading import late
 from course.grading.batch import FAILED, FLAGGED, GRADED, MISSING, Outcome
+from course.words import counted
 from course_testing import copy_course
 
 DUE = datetime.datetime(2031, 1, 15, 12, 0)
@@ -198,6 +199,16 @@ def test_a_hand_in_without_timestamp_says_how_it_was_timed(course):
     assert rows[("01", "ada")].notes == []
 
 
+def test_counts_in_words(course):
+    assert counted(1, "submission") == "1 submission"
+    assert counted(0, "submission") == "0 submissions" and counted(2, "answer") == "2 answers"
+    released = [("01", "ada")]
+    assert returns.summary(course, released, []) == (
+        "feedback regenerated and released for 1 submission"
+    )
+    assert "for 2 submissions" in returns.summary(course, released * 2, [])
+
+
 def test_lateness_in_words():
     assert _late(0) == "" and _late(-5) == ""
     assert _late(0.2) == "1s" and _late(38) == "38s" and _late(59.5) == "60s"
@@ -215,7 +226,7 @@ def test_the_table_shows_the_total_and_what_a_person_still_has_to_do():
     ]
     lines = format_table(rows).splitlines()
     assert lines[0].split() == ["assignment", "student", "status", "score", "detail"]
-    assert "16/18" in lines[1] and "1 written answer(s) to grade by hand" in lines[1]
+    assert "16/18" in lines[1] and "1 written answer to grade by hand" in lines[1]
     assert "12.8/18" in lines[2] and "late by 1d 2h 00m (penalty 3.2)" in lines[2]
     assert lines[3].split()[3] == "-" and "invalid notebook" in lines[3]
     assert lines[4].endswith("not collected yet: `nbgrader collect 01`")

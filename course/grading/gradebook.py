@@ -23,6 +23,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from ..words import counted
 from .coursedir import Course, CourseTrouble, read_only
 
 KEEP = 10  # rotating backups
@@ -90,21 +91,20 @@ def check(course: Course) -> None:
     """Raise `GradebookDamaged` (one line: what is wrong, how to restore) unless the gradebook
     is sound, or absent in a course that has graded nothing yet."""
     path, graded = course.gradebook, _graded_work(course)
+    holds = f"autograded/ holds {counted(graded, 'graded notebook')}"
     if not path.exists():
         if graded:
             raise GradebookDamaged(
-                f"{path} is missing, but autograded/ holds {graded} graded notebooks: nbgrader "
-                f"would start an empty gradebook; {_advice(course)} (or, to start afresh on "
-                "purpose, move autograded/ away)"
+                f"{path} is missing, but {holds}: nbgrader would start an empty gradebook; "
+                f"{_advice(course)} (or, to start afresh on purpose, move autograded/ away)"
             )
         return
     if problem := _problem(path):
         raise GradebookDamaged(f"{path} {problem}; nothing was changed; {_advice(course)}")
     if graded and not _recorded(path):
         raise GradebookDamaged(
-            f"{path} has no submissions, but autograded/ holds {graded} graded notebooks (was it "
-            f"replaced?); nothing was changed; {_advice(course)} (or, to start afresh on "
-            "purpose, move autograded/ away)"
+            f"{path} has no submissions, but {holds} (was it replaced?); nothing was changed; "
+            f"{_advice(course)} (or, to start afresh on purpose, move autograded/ away)"
         )
 
 

@@ -25,6 +25,14 @@ from typing import Any
 import pytest
 
 from course.lab import lab_environment
+from course.submission import (
+    answer_file,
+    answer_names,
+    build_submission,
+    reference_answers,
+    write_submission,
+)
+from course_testing import copy_course, venv_env, with_essay
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
@@ -228,6 +236,38 @@ def lab(chromium_path, tmp_path_factory) -> Lab:
         yield server
     finally:
         stop(server.process)
+
+
+GRADED_ASSIGNMENT = "01_requires_grad"
+
+
+def course_command(root: Path, *args: str) -> subprocess.CompletedProcess:
+    """``python -m course ARGS`` in the course at ``root``, as an instructor runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "course", *args],
+        cwd=root, env=venv_env(), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def graded_class(chromium_path, tmp_path_factory) -> Path:
+    """The root of a course where ada's submission of GRADED_ASSIGNMENT is graded (by `grade`):
+    one exercise wrong (a failure in the report), a written answer that waits for a grader;
+    then a backup made (by `backup`)."""
+    course = copy_course(tmp_path_factory.mktemp("graded") / "course", with_release=True)
+    answers = reference_answers(course, GRADED_ASSIGNMENT)
+    exercise = next(iter(answers))
+    wrong = answer_names(course, GRADED_ASSIGNMENT, exercise)
+    answers[exercise] = answer_file(
+        course, GRADED_ASSIGNMENT, exercise, next(n for n in wrong if n.startswith("wrong_"))
+    )
+    nb = build_submission(course, GRADED_ASSIGNMENT, answers)
+    essay = "Leaves are what an optimizer updates; the gradients of results are dropped."
+    write_submission(course, "ada", GRADED_ASSIGNMENT, with_essay(nb, GRADED_ASSIGNMENT, essay))
+    for command in (["grade", GRADED_ASSIGNMENT], ["backup"]):
+        done = course_command(course.root, *command)
+        assert done.returncode == 0, done.stdout + done.stderr
+    return course.root
 
 
 @pytest.fixture(scope="session")

@@ -7,45 +7,19 @@ restore puts the backup back, and the lab started again grades into the restored
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
-from conftest import serve, stop
+from conftest import GRADED_ASSIGNMENT as A
+from conftest import course_command, serve, stop
 from labdriver import click_menu_command, open_lab, screenshot
 
 from course.grading.coursedir import read_only
-from course.submission import build_submission, reference_answers, write_submission
-from course_testing import copy_course, essay_cell, venv_env, with_essay
+from course_testing import essay_cell
 
 pytestmark = pytest.mark.browser
 
-A = "01_requires_grad"
-STUDENT = "ada"
 FRAME = "#formgrader iframe"
 SAVE_TIMEOUT_MS = 30_000
 READY_JS = "() => [window.formgrader?.grades, window.formgrader?.comments].every(m => m?.loaded)"
-
-
-def course_command(root, *args) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "course", *args],
-        cwd=root, env=venv_env(), capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    """A course where ada's submission, with a written answer, is graded (by `grade`), and a
-    backup made after it (by `backup`): her written answer waits for a grader."""
-    course = copy_course(tmp_path_factory.mktemp("formgrader") / "course", with_release=True)
-    nb = build_submission(course, A, reference_answers(course, A))
-    essay = "Leaves are what an optimizer updates; the gradients of results are dropped."
-    write_submission(course, STUDENT, A, with_essay(nb, A, essay))
-    for command in (["grade", A], ["backup"]):
-        done = course_command(course.root, *command)
-        assert done.returncode == 0, done.stdout + done.stderr
-    return course.root
 
 
 def manual_score(gradebook) -> float | None:
@@ -89,8 +63,10 @@ def enter_score(page, frame, score: float) -> int:
     return saved.value.status
 
 
-def test_a_score_entered_in_formgrader_survives_a_restore(graded, browser, tmp_path, screenshots):
-    root, gradebook = graded, graded / "gradebook.db"
+def test_a_score_entered_in_formgrader_survives_a_restore(
+    graded_class, browser, tmp_path, screenshots
+):
+    root, gradebook = graded_class, graded_class / "gradebook.db"
     page = browser.new_page()
     lab = serve(root, tmp_path / "first")
     try:
