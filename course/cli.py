@@ -106,10 +106,8 @@ def _grade(course, args) -> int:
             course,
             args.assignments,
             args.students,  # checked before the backup (`_check_request`)
-            on_start=bar.start,
-            on_outcome=lambda o: bar.update(o.status == batch.FAILED),
-            on_phase=bar.phase,
             workers=args.workers,
+            **bar.callbacks(),
         )
     except batch.Interrupted as stopped:
         bar.close()
