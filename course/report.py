@@ -282,7 +282,9 @@ def refresh_command(assignment: str, students: list[str]) -> str:
     return f"python -m course feedback {assignment} " + " ".join(f"--student {s}" for s in students)
 
 
-def _rows_asked(rows: list[Row], assignments: list[str] | None, students: list[str] | None):
+def _rows_asked(
+    rows: list[Row], assignments: list[str] | None, students: list[str] | None
+) -> list[Row]:
     """The rows of ``assignments`` (default: every released one) and ``students`` (default:
     all)."""
     if assignments is None:
@@ -327,10 +329,10 @@ def publish(
     log("")
     if assignments is None and (unreleased := not_released(rows)):
         log(unreleased)
-    for assignment, students in stale.items():
+    for assignment, behind in stale.items():
         log(
-            f"Released feedback of {assignment} is out of date for {', '.join(students)}: "
-            f"{refresh_command(assignment, students)}"
+            f"Released feedback of {assignment} is out of date for {', '.join(behind)}: "
+            f"{refresh_command(assignment, behind)}"
         )
     log(f"Grades (CSV): {sheet}")
     log(f"Grades for Canvas (CSV): {canvas}")
