@@ -21,7 +21,7 @@ from pathlib import Path
 from nbgrader.api import Gradebook, MissingEntry
 
 from .grading.batch import GRADED, MISSING, Outcome
-from .words import counted
+from .grading.words import counted
 
 # No student can have handed it in: not in the exchange, and nobody handed it in.
 UNRELEASED = "unreleased"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from .grading import late
 from .grading.coursedir import Course, CourseError
-from .words import counted
+from .grading.words import counted
 
 # How lateness is judged without nbgrader's timestamp (a hand-in).
 NO_TIMESTAMP = (

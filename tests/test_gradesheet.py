@@ -25,7 +25,7 @@ from course.gradesheet import (
 )
 from course.grading import late
 from course.grading.batch import FAILED, FLAGGED, GRADED, MISSING, Outcome
-from course.words import counted
+from course.grading.words import counted
 from course_testing import copy_course
 
 DUE = datetime.datetime(2031, 1, 15, 12, 0)

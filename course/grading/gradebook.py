@@ -23,8 +23,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..words import counted
 from .coursedir import Course, CourseTrouble, read_only
+from .words import counted
 
 KEEP = 10  # rotating backups
 TABLES = {"assignment", "notebook", "student", "submitted_assignment", "grade", "comment"}
