@@ -49,9 +49,7 @@ c.Autograde.autograde_preprocessors = [
 c.AssignLatePenalties.plugin_class = "course.grading.late.PerDayPenalty"
 c.PerDayPenalty.percent_per_day = 10.0
 
-# Keep our record of tests withheld for tampering (course.grading.execute) in the autograded
-# notebook.
-c.ClearMetadataPreprocessor.preserve_nb_metadata_mask = {("language_info", "name"), "course"}
+c.ClearMetadataPreprocessor.preserve_nb_metadata_mask = {("language_info", "name")}
 
 # A test cell the student deleted is put back from the source and graded.
 c.OverwriteCells.add_missing_cells = True

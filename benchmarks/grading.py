@@ -6,6 +6,12 @@ and prints the times, the CPU seconds of each way's processes and the ratios (me
 --repeat runs). A benchmark, not a test: run it on demand on a quiet machine (the CPU seconds
 are less sensitive to a busy one than the wall times).
 
+Both ways use this course's config (`GradingExecute`), whose hidden tests compare against the
+reference's records for each submission's draw. `grade` makes them for the whole class, a batch
+to a kernel, inside its time; stock nbgrader, which has no batch, would start a reference kernel
+for every submission: its records are made before its clock starts, so "stock" times nbgrader's
+own grading.
+
     .venv/bin/python benchmarks/grading.py --students 20 --workers 2 --repeat 3
 """
 
@@ -26,8 +32,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from course import release  # noqa: E402
-from course.grading import sandbox  # noqa: E402
+from course.grading import batch, sandbox  # noqa: E402
 from course.grading.coursedir import CONFIG_FILE, Course  # noqa: E402
+from course.grading.draws import course_secret  # noqa: E402
 from course.submission import (  # noqa: E402
     answer_file,
     answer_names,
@@ -47,6 +54,7 @@ def build_class(root: Path, students: int) -> Course:
         shutil.copytree(REPO / folder, root / folder)
     course = Course.at(root)
     release.release(course, [])
+    course_secret(root)  # made once: both copies draw the same hidden inputs
     for assignment in course.assignments:
         refs = reference_answers(course, assignment)
         wrong = {  # each exercise's first wrong answer (names sort "correct_" first)
@@ -63,6 +71,16 @@ def build_class(root: Path, students: int) -> Course:
             if kind == "broken":
                 path.write_text(path.read_text()[:500])
     return course
+
+
+def make_references(course: Course, workers: int) -> None:
+    """The reference's records for every hand-in of the class that has a readable time."""
+    wanted: dict[str, set[int]] = {}
+    for assignment in course.assignments:
+        for student in course.submitted_students(assignment):
+            draw = batch.submission_draw(course, assignment, student)
+            wanted.setdefault(assignment, set()).add(draw)
+    batch.make_references(course, wanted, workers)
 
 
 def cell_scores(course: Course) -> dict:
@@ -143,6 +161,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
             base = build_class(Path(tmp) / "stock", args.students)
             ours = Course.at(shutil.copytree(base.root, Path(tmp) / "ours"))
+            make_references(base, args.workers)
             stock_times.append(run_stock(base))
             our_times.append(run_ours(ours, args.workers))
             stock, mine = cell_scores(base), cell_scores(ours)

@@ -32,9 +32,12 @@ from nbclient.util import run_sync
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
 
+from course.grading import shell_wakeup  # noqa: E402
 from course.grading.coursedir import Course  # noqa: E402
 from course.submission import build_submission, reference_answers  # noqa: E402
+from course_testing import student_kernel_env  # noqa: E402
 
 
 def notebook(assignment: str, source: bool) -> nbformat.NotebookNode:
@@ -43,15 +46,6 @@ def notebook(assignment: str, source: bool) -> nbformat.NotebookNode:
         return nbformat.read(REPO / "source" / assignment / f"{assignment}.ipynb", as_version=4)
     course = Course.at(REPO)
     return build_submission(course, assignment, reference_answers(course, assignment))
-
-
-def _environment() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "NBGRADER_EXECUTION"}
-    # The kernel imports `course` from the repository, as `make lab` does.
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    env["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    return env
 
 
 class TimedClient(NotebookClient):
@@ -83,26 +77,19 @@ def run_once(nb: nbformat.NotebookNode) -> tuple[float, float, float | None, dic
     used from its start to the last cell's end or None where /proc cannot tell, seconds of each
     cell). Runs a copy: ``nb`` keeps no outputs."""
     nb = copy.deepcopy(nb)
-    saved = dict(os.environ)
-    os.environ.clear()
-    os.environ.update(_environment())
     cpu = None
-    try:
-        with tempfile.TemporaryDirectory() as scratch:
-            client = TimedClient(
-                nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": scratch}}
-            )
-            start = time.perf_counter()
-            with client.setup_kernel():
-                for index, cell in enumerate(nb.cells):
-                    client.execute_cell(cell, index)
-                pid = getattr(client.km.provisioner, "pid", None)
-                with contextlib.suppress(OSError, ValueError, IndexError, TypeError):
-                    cpu = _cpu_seconds(pid)
-            wall = time.perf_counter() - start
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
+    with tempfile.TemporaryDirectory() as scratch:
+        client = TimedClient(
+            nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": scratch}}
+        )
+        start = time.perf_counter()
+        with client.setup_kernel(env=student_kernel_env()):
+            for index, cell in enumerate(nb.cells):
+                client.execute_cell(cell, index)
+            pid = getattr(client.km.provisioner, "pid", None)
+            with contextlib.suppress(OSError, ValueError, IndexError, TypeError):
+                cpu = _cpu_seconds(pid)
+        wall = time.perf_counter() - start
     return wall, sum(client.cell_times.values()), cpu, client.cell_times
 
 
@@ -115,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         "--source", action="store_true", help="run the source notebooks, hidden tests included"
     )
     args = parser.parse_args(argv)
+    shell_wakeup.install()  # a widget cell's missed reply would cost its whole timeout (issue 38)
     chosen = args.assignments or sorted(p.name for p in (REPO / "source").iterdir() if p.is_dir())
     what = "source notebooks" if args.source else "release notebooks with the reference answers"
     print(f"{what}, median of {args.repeat} run(s); NBGRADER_EXECUTION unset (widgets draw)")

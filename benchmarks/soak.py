@@ -11,7 +11,6 @@ A benchmark, not a test: it takes a while (about 3 s a notebook under that load)
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import sys
 import tempfile
 import time
@@ -21,15 +20,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO / "tests"))
 
 from grading import KINDS, build_class  # noqa: E402
 
 from course.grading import batch  # noqa: E402
-
-
-def hog() -> None:
-    while True:
-        pass
+from course_testing import cpu_hogs  # noqa: E402
 
 
 def main() -> None:
@@ -40,12 +36,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
 
-    hogs = [multiprocessing.Process(target=hog, daemon=True) for _ in range(args.hogs)]
-    for process in hogs:
-        process.start()
     seen: dict[tuple[str, str], set] = defaultdict(set)
     graded = spurious = 0
-    try:
+    with cpu_hogs(args.hogs):
         with tempfile.TemporaryDirectory(prefix="soak-") as tmp:
             course = build_class(Path(tmp) / "course", args.students)
             for round_ in range(1, args.rounds + 1):
@@ -62,9 +55,6 @@ def main() -> None:
                     f"round {round_}: {len(outcomes)} notebooks in "
                     f"{time.perf_counter() - start:.0f} s; {batch.summary(outcomes)}"
                 )
-    finally:
-        for process in hogs:
-            process.kill()
     differing = sorted(key for key, values in seen.items() if len(values) > 1)
     print(
         f"\n{graded} notebooks graded beside {args.hogs} CPU hogs; "

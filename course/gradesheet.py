@@ -21,6 +21,7 @@ from pathlib import Path
 from nbgrader.api import Gradebook, MissingEntry
 
 from .grading.batch import GRADED, MISSING, Outcome
+from .grading.handin import printable
 from .grading.words import counted
 
 # No student can have handed it in: not in the exchange, and nobody handed it in.
@@ -200,7 +201,7 @@ def write_csv(rows: list[Row], path: Path) -> Path:
 
 
 def format_table(rows: list[Row]) -> str:
-    """A plain-text table, one line per student and assignment."""
+    """A plain-text table, one line per student and assignment, each field `printable`."""
     lines = [("assignment", "student", "status", "score", "detail")]
     for r in rows:
         score = "-" if r.score is None else f"{r.score:g}/{r.max_score:g}"
@@ -209,7 +210,8 @@ def format_table(rows: list[Row]) -> str:
             notes.append(f"late by {r.late} (penalty {r.late_penalty:g})")
         if r.to_grade:
             notes.append(f"{counted(len(r.to_grade), 'written answer')} to grade by hand")
-        lines.append((r.assignment, r.student_id, r.status, score, "; ".join(filter(None, notes))))
+        fields = (r.assignment, r.student_id, r.status, score, "; ".join(filter(None, notes)))
+        lines.append(tuple(printable(field, 400) for field in fields))
     widths = [max(len(line[i]) for line in lines) for i in range(4)]
     return "\n".join(
         ("  ".join(c.ljust(w) for c, w in zip(line[:4], widths)) + "  " + line[4]).rstrip()

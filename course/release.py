@@ -17,7 +17,7 @@ def release(course: Course, assignments: list[str]) -> list[str]:
     gradebook; its output depends only on source/, so CI can regenerate it and compare. When
     nbgrader refuses (e.g. cells added after students submitted), the release folder is left as
     it was and nbgrader's reason is shown. Then the reference solutions run their own hidden
-    tests once (`course.grading.probes`), in parallel: a reference that fails them is refused
+    tests once (`course.grading.reference`), in parallel: a reference that fails them is refused
     here, not on grading day, and the records are kept for grading.
     """
     chosen = course.check_assignments(assignments)

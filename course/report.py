@@ -20,10 +20,9 @@ import nbformat  # noqa: E402
 
 from . import exchange, gradesheet, returns  # noqa: E402
 from .gradesheet import Row  # noqa: E402
-from .grading import late  # noqa: E402
+from .grading import judging, late  # noqa: E402
 from .grading.batch import (  # noqa: E402
     FAILED,
-    FLAGGED,
     GRADED,
     MISSING,
     PARTIAL,
@@ -47,8 +46,10 @@ class TestSummary:
     messages: Counter = field(default_factory=Counter)
 
 
-def failure_messages(notebook: Path) -> dict[str, str]:
-    """The one-line error of each failed test cell in an autograded notebook, by grade id."""
+def failure_messages(notebook: Path) -> dict[str, list[str]]:
+    """What went wrong in each failed test cell of an autograded notebook, by grade id: the
+    hidden tests' likely mistakes (the same words for every student who made them), or the
+    cell's one-line error."""
     nb = nbformat.read(notebook, as_version=4)
     found = {}
     for cell in nb.cells:
@@ -56,7 +57,12 @@ def failure_messages(notebook: Path) -> dict[str, str]:
         if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
             for output in cell.get("outputs", []):
                 if output.output_type == "error":
-                    found[meta["grade_id"]] = short_error(output.ename, output.evalue)
+                    found[meta["grade_id"]] = (
+                        judging.likely_mistakes(output.evalue)
+                        if output.ename == judging.FAILED
+                        else [short_error(output.ename, output.evalue)]
+                    )
+                    break
     return found
 
 
@@ -78,8 +84,7 @@ def summarize(course: Course, rows: list[Row], gb) -> dict[str, dict[str, TestSu
                 summary = tests[r.assignment].setdefault(grade.name, TestSummary())
                 summary.max_score = grade.max_score
                 summary.scores.append(grade.auto_score)
-                if grade.name in messages:
-                    summary.messages[messages[grade.name]] += 1
+                summary.messages.update(messages.get(grade.name, []))
     return tests
 
 
@@ -179,7 +184,7 @@ def write_report(
         [
             f"{esc(r.assignment)} / {esc(r.student_id)}: {esc(r.status)}, {esc(r.detail)}"
             for r in rows
-            if r.status in (FAILED, PARTIAL, FLAGGED)
+            if r.status in (FAILED, PARTIAL)
         ],
     )
     listed(

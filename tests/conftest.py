@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from course.grading import shell_wakeup
 from course.grading.coursedir import Course
 from course_testing import REPO, copy_course
+
+shell_wakeup.install()  # the notebooks these tests run with nbclient (issue 38)
 
 
 @pytest.fixture(scope="session")

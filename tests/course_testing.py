@@ -6,25 +6,34 @@ named `conftest` cannot both be imported by name.)
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import html
 import json
 import os
 import re
 import shutil
+import subprocess
 import sys
+import time
+from collections.abc import Coroutine, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
+from nbclient import NotebookClient
 
 from course import release
 from course.grading.coursedir import CONFIG_FILE, Course
+from course.grading.draws import SECRET
 from course.submission import build_submission, write_submission
 
 REPO = Path(__file__).resolve().parents[1]
 
 CONTRACT_DOC = REPO / "docs" / "exercise-contract.md"
+TEST_SECRET = "the test suite's course secret"
 
 
 def read_contract(text: str) -> dict[str, list[str]]:
@@ -69,11 +78,76 @@ def distinctive_secrets() -> list[str]:
     ]
 
 
+def run_in_fresh_loop(coroutine: Coroutine):
+    """``asyncio.run(coroutine)`` in a thread of its own: nbclient, run earlier in the same test
+    process, leaves an event loop running in the main thread (asyncio.run then refuses)."""
+    with ThreadPoolExecutor(1) as thread:
+        return thread.submit(asyncio.run, coroutine).result()
+
+
 def venv_env(**extra: str) -> dict[str, str]:
     """The environment for a subprocess of this venv: its bin folder first on PATH (nbgrader,
     and the `alembic` nbgrader runs when it makes a gradebook), plus ``extra``."""
     bindir = Path(sys.executable).parent
     return {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}", **extra}
+
+
+def student_kernel_env() -> dict[str, str]:
+    """A kernel's environment as a student's in Jupyter: the widgets draw (no
+    ``NBGRADER_EXECUTION``), figures are inline PNGs, `course` imports from the repository."""
+    env = venv_env(
+        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        MPLBACKEND="module://matplotlib_inline.backend_inline",
+    )
+    env.pop("NBGRADER_EXECUTION", None)
+    return env
+
+
+def run_headless(nb: nbformat.NotebookNode, timeout: int, cwd: Path) -> dict[int, float]:
+    """Run ``nb`` top to bottom in a fresh kernel as ``jupyter nbconvert --execute`` and papermill
+    do (nbclient, a failing cell's error kept as its output), the widgets drawing: the seconds
+    each code cell waited for its reply, by index. ``nb`` gets the outputs."""
+    started: dict[int, float] = {}
+    waited: dict[int, float] = {}
+
+    def sent(cell, cell_index):
+        started[cell_index] = time.monotonic()
+
+    def replied(cell, cell_index, execute_reply):
+        waited[cell_index] = time.monotonic() - started[cell_index]
+
+    client = NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        allow_errors=True,
+        resources={"metadata": {"path": str(cwd)}},
+        on_cell_execute=sent,
+        on_cell_executed=replied,
+    )
+    client.execute(env=student_kernel_env())
+    return waited
+
+
+def stalled_cells(waited: dict[int, float], timeout: int) -> list[int]:
+    """The cells whose reply the client took only once their timeout ran out: nbclient's poll
+    looks once more as it times out, so a reply it was never woken for is found then, and the
+    cell goes on as if it had answered in time (issue 38). A cell that really runs that long
+    fails with a timeout instead."""
+    return [index for index, seconds in waited.items() if seconds >= timeout]
+
+
+@contextmanager
+def cpu_hogs(count: int) -> Iterator[None]:
+    """``count`` processes that only burn CPU while the block runs: a busy machine (two on two
+    cores), under which races between processes show."""
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    try:
+        yield
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
 
 
 def points(assignment: str, prefix: str = "", kind: str = "code") -> float:
@@ -126,17 +200,20 @@ def copy_course(dest: Path, with_release: bool = False) -> Course:
     shutil.copy2(REPO / CONFIG_FILE, dest / CONFIG_FILE)
     shutil.copytree(REPO / "source", dest / "source")
     shutil.copytree(REPO / "fixtures", dest / "fixtures")
-    # The reference's records (`course.grading.probes`), keyed by each source's content: made by
-    # the first release or grade of the session, reused by every later scratch course.
-    # Only the records: the repository's own backups and lock (`course.grading.gradebook`) are
-    # its own.
+    # The reference's records (`course.grading.reference`), keyed by each source's content and
+    # draw: made by the first release or grade that needs them, shared by every scratch course
+    # (written atomically: two at once are safe). Only the records: the repository's own backups
+    # and lock (`course.grading.gradebook`) are its own.
     shared = REPO / ".course" / "expected"
-    if shared.is_dir():
-        shutil.copytree(shared, dest / ".course" / "expected")
+    shared.mkdir(parents=True, exist_ok=True)
+    (dest / ".course").mkdir(parents=True, exist_ok=True)
+    (dest / ".course" / "expected").symlink_to(shared)
+    # One course secret for every scratch course: the same submission draws the same hidden
+    # inputs in every test run (`course.grading.draws`), and their records are made once.
+    (dest / SECRET).write_text(TEST_SECRET)
     course = Course.at(dest)
     if with_release:  # regenerated, so the scratch gradebook knows the assignments' cells
         release.release(course, [])
-        shutil.copytree(dest / ".course" / "expected", shared, dirs_exist_ok=True)
     return course
 
 
@@ -207,6 +284,50 @@ def read_attack(path: Path) -> Attack:
     return attack
 
 
+ATTACK_HEADER = re.compile(
+    r"Attack \((?P<kind>\d+(?:\+\d+)*): (?P<short>.+?)\): (?P<what>.+)", re.S
+)
+ATTACKS_README = REPO / "fixtures" / "attacks" / "README.md"
+TABLE_TITLE = "## Submissions"
+
+
+def attack_header(attack: Attack) -> tuple[str, str, str]:
+    """(class, short name, what it tries) from an attack's header, ``# Attack (<class>: <short
+    name>): <what it tries>`` and any further ``# `` lines, joined into one line."""
+    lines = [line.removeprefix("#").strip() for line in attack.header.splitlines()]
+    found = ATTACK_HEADER.fullmatch(" ".join(lines))
+    if not found:
+        raise ValueError(f"{attack.path}: a header '# Attack (<class>: <short name>): <what>'")
+    return found["kind"], found["short"], found["what"]
+
+
+def attack_table(attacks: list[Attack]) -> str:
+    """The README's table of ``attacks``, one row a file, made from their headers alone (`python
+    tests/redteam.py --readme` writes it)."""
+    rows = ["| name | class | what it tries, and why it earns nothing |", "| --- | --- | --- |"]
+    for attack in sorted(attacks, key=lambda a: (a.assignment, a.name)):
+        kind, short, what = (cell.replace("|", "\\|") for cell in attack_header(attack))
+        rows.append(f"| `{attack.assignment}/{attack.name}` | {kind}: {short} | {what} |")
+    return "\n".join(rows) + "\n"
+
+
+def readme_with_table(readme: str, attacks: list[Attack]) -> str:
+    """``readme`` with everything after its table's title replaced by `attack_table`."""
+    before, title, _ = readme.partition(TABLE_TITLE)
+    if not title:
+        raise ValueError(f"the README has no '{TABLE_TITLE}' section")
+    note = (
+        "Written by `python tests/redteam.py --readme` from the files' headers "
+        "(tests/test_corpora.py checks it)."
+    )
+    return f"{before}{TABLE_TITLE}\n\n{note}\n\n{attack_table(attacks)}"
+
+
+def all_attacks() -> list[Attack]:
+    """Every file of fixtures/attacks, read."""
+    return [read_attack(p) for p in sorted((REPO / "fixtures" / "attacks").glob("*/*.py"))]
+
+
 def write_attack(course: Course, student: str, attack: Attack) -> Path:
     """Submit ``attack`` as ``student``: the release notebook with its cells, files and links."""
     nb = build_submission(course, attack.assignment, attack.answers)
@@ -229,12 +350,12 @@ def write_attack(course: Course, student: str, attack: Attack) -> Path:
     return path
 
 
-def attack_targets(attack: Attack) -> set[str]:
-    """The cells a forgery targets (its "# Target cells:" line): it solves the values of its
-    exercise honestly and forges one fact whose right value is a constant, so only the cells
-    that check that fact must earn nothing. Any other attack must earn nothing at all."""
-    found = re.search(r"^# Target cells: (.+)$", attack.header, re.M)
-    return {name.strip() for name in found.group(1).split(",")} if found else set()
+def not_graded(path: Path) -> str | None:
+    """The fact a mistaken answer's header says is a teaching line (``# Not graded: <fact>``): its
+    answer keeps its points, and its feedback names the fact as not graded. None: the mistake
+    must cost points through the values."""
+    found = re.search(r"^# Not graded: (.+)$", path.read_text(), re.M)
+    return found[1].strip() if found else None
 
 
 def feedback_text(course: Course, student: str) -> str:

@@ -1,11 +1,13 @@
 """Grade attack files (fixtures/attacks' format) in a scratch course, as a red team or a reviewer
-would, and print what each earned, whether it was flagged, and whether it leaked::
+would, and print what each earned and whether it leaked::
 
-    .venv/bin/python tests/redteam.py fixtures/open-attacks/04_no_grad/*.py [--scan-off]
+    .venv/bin/python tests/redteam.py fixtures/attacks/04_no_grad/*.py [--keep]
+    .venv/bin/python tests/redteam.py --readme     # fixtures/attacks/README.md's table, anew
 
 A bystander (the reference solution) is graded in the same batch and must keep every point. The
 course is a copy (`course_testing.copy_course`) in a temporary folder, graded by `python -m
 course grade` as an instructor runs it; ``--keep`` leaves it there to read the feedback pages.
+``--readme`` grades nothing: it writes the README's table of attacks from the files' headers.
 """
 
 from __future__ import annotations
@@ -21,12 +23,14 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from course.submission import build_submission, reference_answers, write_submission  # noqa: E402
 from course_testing import (  # noqa: E402
-    attack_targets,
+    ATTACKS_README,
+    all_attacks,
     cell_scores,
     copy_course,
     leaked_secrets,
     points,
     read_attack,
+    readme_with_table,
     venv_env,
     write_attack,
 )
@@ -34,16 +38,21 @@ from course_testing import (  # noqa: E402
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("files", nargs="+", type=Path)
-    parser.add_argument("--scan-off", action="store_true", help="grade with the static scan off")
+    parser.add_argument("files", nargs="*", type=Path)
     parser.add_argument("--keep", action="store_true", help="keep the scratch course")
+    parser.add_argument("--readme", action="store_true", help="write the README's table")
     args = parser.parse_args()
+    if args.readme:
+        ATTACKS_README.write_text(readme_with_table(ATTACKS_README.read_text(), all_attacks()))
+        print(f"wrote {ATTACKS_README}")
+        return 0
+    if not args.files:
+        parser.error("name the attack files to grade (or --readme)")
     attacks = [read_attack(p.resolve()) for p in args.files]
     root = Path(tempfile.mkdtemp(prefix="redteam-")) / "course"
     course = copy_course(root, with_release=True)
     with (root / "nbgrader_config.py").open("a") as config:
         config.write("\nc.Execute.timeout = 15\nc.GradingExecute.total_timeout = 90\n")
-        config.write(f"c.GradingExecute.static_scan = {not args.scan_off}\n")
     assignments = sorted({a.assignment for a in attacks})
     for assignment in assignments:
         refs = reference_answers(course, assignment)
@@ -68,14 +77,12 @@ def main() -> int:
             scores = cell_scores(course, attack.assignment, attack.name)
         except Exception:
             scores = {}
-        targets = attack_targets(attack)
-        earned = {k: v for k, v in scores.items() if v and (not targets or k in targets)}
+        earned = {k: v for k, v in scores.items() if v}
         leaked = leaked_secrets(course, attack)
         harm += bool(earned or leaked)
         detail = row.get("detail", "")[:300]
         print(f"\n{attack.assignment}/{attack.name}: {row.get('status')} {detail}")
-        aimed = f" (targets {sorted(targets)})" if targets else ""
-        print(f"  earned {earned or 'nothing'}{aimed}")
+        print(f"  earned {earned or 'nothing'}")
         print(f"  leaked {leaked[:3]}" if leaked else "  leaked nothing")
     for assignment in assignments:
         got = sum(v or 0 for v in cell_scores(course, assignment, "bystander").values())

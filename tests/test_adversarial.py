@@ -1,10 +1,12 @@
 """Grading that cannot be fooled, crashed or made to lose work: one class of hostile and broken
-submissions, graded in one batch by `python -m course grade`'s code, each checked against the
-policy in the README (explicit status, no points from tampering, limits, the sandbox), together
-with honest students whose grades must come out untouched."""
+submissions, graded in one batch by `python -m course grade`'s code, each checked against what
+the README promises (an explicit status, points only for values the grader judged, limits, the
+sandbox, nothing reaching the instructor's terminal), together with honest students whose grades
+must come out untouched."""
 
 from __future__ import annotations
 
+import os
 import socket
 import tempfile
 import threading
@@ -84,9 +86,30 @@ def _empty(nb):
     return nb
 
 
-def _forge_course_metadata(nb):
-    nb.metadata["course"] = {"withheld": []}
+def _cold(nb):
+    """A cell of the student's own before the first locked one: the kernel starts cold."""
+    nb.cells.insert(0, nbformat.v4.new_code_cell(TERMINAL))
     return nb
+
+
+# What a kernel started cold writes to every descriptor it may have inherited from the grader:
+# an xterm title, a clipboard write (OSC 52) and a forged summary line.
+TERMINAL_MARK = "graded 21/21 by the kernel"
+TERMINAL = (
+    "import os\n"
+    f"text = '\\x1b]0;pwned\\x07\\x1b]52;c;cHduZWQ=\\x07\\n{TERMINAL_MARK}\\n'.encode()\n"
+    "for fd in range(1, 64):\n"
+    "    try:\n"
+    "        with open(f'/proc/self/fd/{fd}', 'wb') as out:\n"
+    "            out.write(text)\n"
+    "    except OSError:\n"
+    "        pass\n"
+)
+HUGE_ERROR = "def make_trainable(values):\n    raise ValueError('x' * 24 * 2**20)"
+WIDGET_VALUE = (
+    "{answer}\nfrom course.lesson.widgets.graph import show_graph\n"
+    "placeholder = show_graph()\nplaceholder.value = 'x' * 21_000_000"
+)
 
 
 # Correct, and warns on every call (torch.tensor of a tensor): a warning on stderr in a test
@@ -140,10 +163,7 @@ CLASS = {
     "empty_notebook": ({}, _empty),
     "unicode": ({"make_trainable": UNICODE}, None),
     "warns": ({"make_trainable": WARNS}, None),
-    "patch_allclose": (
-        {"make_trainable": WRONG + "\ntorch.allclose = lambda *a, **k: True"},
-        _forge_course_metadata,
-    ),
+    "patch_allclose": ({"make_trainable": WRONG + "\ntorch.allclose = lambda *a, **k: True"}, None),
     "input_transformer": (
         {
             "make_trainable": WRONG + "\nget_ipython().input_transformers_cleanup"
@@ -202,6 +222,13 @@ CLASS = {
         },
         None,
     ),
+    "terminal_writer": ({}, _cold),
+    "huge_error": ({"make_trainable": HUGE_ERROR}, None),
+    "widget_value": ({"make_trainable": WIDGET_VALUE}, None),
+    # hand-in files that are not what they claim (the class is graded with them in it)
+    "timestamp_link": ({}, None),
+    "timestamp_fifo": ({}, None),
+    "timestamp_junk": ({}, None),
 }
 
 
@@ -245,6 +272,12 @@ def _write_class(course: Course, port: int) -> None:
             nbformat.write(copy, path.parent / f"{A}-Copy1.ipynb")
     (course.root / "submitted" / "zero_bytes" / A).mkdir(parents=True)
     (course.root / "submitted" / "zero_bytes" / A / f"{A}.ipynb").write_bytes(b"")
+    folder = course.root / "submitted"
+    for student in ("timestamp_link", "timestamp_fifo"):
+        (folder / student / A / "timestamp.txt").unlink()
+    (folder / "timestamp_link" / A / "timestamp.txt").symlink_to(f"{A}.ipynb")  # its own notebook
+    os.mkfifo(folder / "timestamp_fifo" / A / "timestamp.txt")  # a read would wait for ever
+    (folder / "timestamp_junk" / A / "timestamp.txt").write_text("the day before yesterday")
 
 
 def _kernel_processes(marker: Path) -> list[int]:
@@ -275,13 +308,35 @@ def graded(tmp_path_factory):
     server, connections = _listen()
     _write_class(course, server.getsockname()[1])
     marker = tmp_path_factory.mktemp("adversarial-tmp")
+    terminal = tmp_path_factory.mktemp("terminal") / "terminal.txt"
     with pytest.MonkeyPatch.context() as patch:  # the run's temporary files, its kernels' homes
         patch.setenv("TMPDIR", str(marker))
         patch.setattr(tempfile, "tempdir", str(marker))
-        outcomes = {o.student: o for o in batch.grade(course, [A], workers=2)}
+        with _terminal(terminal):  # the grader's own stdout and stderr, as a terminal would get
+            outcomes = {o.student: o for o in batch.grade(course, [A], workers=2)}
     time.sleep(6)  # give a detached process time to do its worst
     server.close()
-    return course, outcomes, connections, marker
+    return course, outcomes, connections, marker, terminal.read_bytes()
+
+
+class _terminal:
+    """Descriptors 1 and 2 of this process (which the grader's workers inherit) sent to a file
+    while the block runs."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def __enter__(self):
+        self.saved = [os.dup(1), os.dup(2)]
+        sink = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(sink, 1)
+        os.dup2(sink, 2)
+        os.close(sink)
+
+    def __exit__(self, *exc):
+        for fd, saved in zip((1, 2), self.saved):
+            os.dup2(saved, fd)
+            os.close(saved)
 
 
 def _autograded(course: Course, student: str) -> str:
@@ -289,7 +344,7 @@ def _autograded(course: Course, student: str) -> str:
 
 
 def test_every_student_has_an_explicit_status(graded):
-    _, outcomes, _, _ = graded
+    _, outcomes, _, _, _ = graded
     assert set(outcomes) == set(CLASS) | {"zero_bytes"}
     for o in outcomes.values():
         assert o.status in batch.STATUSES
@@ -301,7 +356,7 @@ def test_every_student_has_an_explicit_status(graded):
 def test_honest_work_gets_every_point(graded, student):
     """Including the honest student whose folder also holds a torch.py and a wrong extra copy,
     and one whose answer prints a warning in every test cell."""
-    _, outcomes, _, _ = graded
+    _, outcomes, _, _, _ = graded
     assert (outcomes[student].status, outcomes[student].score, outcomes[student].max_score) == (
         batch.GRADED,
         FULL,
@@ -327,7 +382,7 @@ def test_changed_tests_and_metadata_earn_nothing(graded, student):
     loop is cut by the cell timeout and a huge allocation fails in the cell, and the rest of the
     notebook is graded; a rebound builtin changes nothing (the hidden tests are judged outside
     the kernel), nor does a rebound helper (the test cell gets the lesson's own back)."""
-    course, outcomes, _, _ = graded
+    course, outcomes, _, _, _ = graded
     o = outcomes[student]
     assert (o.status, o.score, o.max_score) == (batch.GRADED, WRONG_SCORE, FULL), o
     assert [cell_scores(course, A, student)[t] for t in MT_TESTS] == [0, 0]
@@ -337,7 +392,7 @@ def test_a_no_grad_held_open_earns_nothing(graded):
     """Allowed code that leaves torch.no_grad() on for every later cell: the visible tests of
     later exercises fail in the kernel, and each probe starts with grad mode on, so it gains
     nothing over its wrong answer."""
-    course, outcomes, _, _ = graded
+    course, outcomes, _, _, _ = graded
     o = outcomes["held_no_grad"]
     assert o.status == batch.GRADED and o.score <= WRONG_SCORE, o
     assert [cell_scores(course, A, "held_no_grad")[t] for t in MT_TESTS] == [0, 0]
@@ -345,32 +400,71 @@ def test_a_no_grad_held_open_earns_nothing(graded):
 
 @pytest.mark.parametrize("student", ["reordered", "renamed_grade_id", "empty_notebook"])
 def test_moved_renamed_or_missing_cells_earn_nothing(graded, student):
-    _, outcomes, _, _ = graded
+    _, outcomes, _, _, _ = graded
     o = outcomes[student]
     assert o.status in (batch.GRADED, batch.PARTIAL, batch.FAILED), o
     assert o.score is None or (o.score <= WRONG_SCORE and o.max_score == FULL), o
 
 
 @pytest.mark.parametrize(
-    "student,reason",
+    "student", ["patch_allclose", "input_transformer", "patch_checks", "hide_tracebacks"]
+)
+def test_a_kernel_patched_any_way_earns_nothing_its_values_do_not(graded, student):
+    """Any Python runs: patched torch, checks, builtins, transformers or tracebacks change what
+    the kernel says, and the grader, which judges the values outside it, gives make_trainable's
+    wrong values nothing."""
+    course, outcomes, _, _, _ = graded
+    o = outcomes[student]
+    assert o.status == batch.GRADED and o.score <= WRONG_SCORE and o.max_score == FULL, o
+    assert [cell_scores(course, A, student)[t] for t in MT_TESTS] == [0, 0]
+
+
+@pytest.mark.parametrize("student", ["fork_storm", "network", "detached_writer", "read_source"])
+def test_code_that_reaches_for_the_machine_is_graded_on_its_values(graded, student):
+    """No policy refuses it: the sandbox contains it (below), and its right answers count."""
+    _, outcomes, _, _, _ = graded
+    assert (outcomes[student].status, outcomes[student].score) == (batch.GRADED, FULL)
+
+
+@pytest.mark.parametrize(
+    "student, reason",
     [
-        ("patch_allclose", "changed: torch.allclose"),  # allowed code: caught at run time
-        ("input_transformer", "uses get_ipython"),
-        ("patch_checks", "imports course.lesson.checks"),
-        ("hide_tracebacks", "uses get_ipython"),
-        ("fork_storm", "imports os"),
-        ("network", "imports socket"),
-        ("detached_writer", "imports subprocess"),
+        ("timestamp_link", "invalid submission: timestamp.txt is a link"),
+        ("timestamp_fifo", "invalid submission: timestamp.txt is not a regular file"),
+        ("timestamp_junk", "invalid submission: timestamp.txt does not hold a time"),
     ],
 )
-def test_tampering_is_flagged_and_earns_no_automatic_points(graded, student, reason):
-    course, outcomes, _, _ = graded
+def test_a_hand_in_file_that_is_not_what_it_claims_fails_only_that_submission(
+    graded, student, reason
+):
+    """The classmates of the same run are graded (a link that nbgrader followed once stopped the
+    whole run, printing the linked file), and the failure says why in plain words."""
+    _, outcomes, _, _, terminal = graded
     o = outcomes[student]
-    assert o.status == batch.FLAGGED and reason in o.detail, o
-    assert o.score == 0 and o.max_score == FULL
-    assert "GradingWithheld" in _autograded(course, student)
-    feedback = course.root / "feedback" / student / A / f"{A}.html"
-    assert "your instructor will review this notebook by hand" in feedback.read_text()
+    assert o.status == batch.FAILED and o.detail.startswith(reason) and not o.grader_fault, o
+    assert outcomes["honest"].score == FULL
+    assert b'"nbformat"' not in terminal, "the linked notebook was printed"
+
+
+def test_no_kernel_writes_to_the_instructors_terminal(graded):
+    """A kernel started cold writes to every descriptor it could have inherited: none is the
+    grader's stdout or stderr (the known-bad case: the launcher's own streams were)."""
+    _, outcomes, _, _, terminal = graded
+    assert outcomes["terminal_writer"].status == batch.GRADED
+    assert TERMINAL_MARK.encode() not in terminal and b"\x1b]52" not in terminal, terminal[-500:]
+
+
+def test_what_a_kernel_says_is_bounded_on_every_path_into_the_notebook(graded):
+    """A 24 MiB error message (which nbgrader copies from the kernel's reply) and a widget's
+    21 MB value (kept as the notebook's widget state) are cut: the autograded notebook and the
+    feedback page stay small."""
+    course, outcomes, _, _, _ = graded
+    for student in ("huge_error", "widget_value"):
+        assert outcomes[student].status == batch.GRADED, outcomes[student]
+        assert len(_autograded(course, student)) < 12 * 2**20, student
+        page = course.root / "feedback" / student / A / f"{A}.html"
+        assert page.stat().st_size < 12 * 2**20, student
+    assert outcomes["widget_value"].score == FULL
 
 
 @pytest.mark.parametrize(
@@ -383,7 +477,7 @@ def test_tampering_is_flagged_and_earns_no_automatic_points(graded, student, rea
     ],
 )
 def test_broken_or_crashing_submissions_fail_with_a_reason(graded, student, reason):
-    course, outcomes, _, _ = graded
+    course, outcomes, _, _, _ = graded
     o = outcomes[student]
     assert o.status == batch.FAILED and reason in o.detail, o
     with course.api().gradebook as gb:  # still on the roster, with no grade to mistake for a 0
@@ -391,7 +485,7 @@ def test_broken_or_crashing_submissions_fail_with_a_reason(graded, student, reas
 
 
 def test_output_flood_is_cut(graded):
-    course, outcomes, _, _ = graded
+    course, outcomes, _, _, _ = graded
     assert outcomes["output_flood"].score == FULL
     text = _autograded(course, "output_flood")
     assert "output cut by the grader" in text and len(text) < 2_000_000
@@ -405,7 +499,7 @@ def _printed(course: Course, student: str, marker: str) -> str:
 
 
 def test_the_kernel_sees_only_its_own_working_copy(graded):
-    course, outcomes, _, _ = graded
+    course, outcomes, _, _, _ = graded
     printed = _printed(course, "read_source", "np.fromfile")
     assert outcomes["read_source"].score == FULL
     assert printed.count("BLOCKED") == 5 and "READ" not in printed and "WROTE" not in printed
@@ -413,7 +507,7 @@ def test_the_kernel_sees_only_its_own_working_copy(graded):
 
 
 def test_the_kernel_has_no_network(graded):
-    course, _, connections, _ = graded
+    course, _, connections, _, _ = graded
     assert connections == []
     assert "NO NETWORK" in _printed(course, "network", "create_connection")
 
@@ -421,15 +515,15 @@ def test_the_kernel_has_no_network(graded):
 def test_nothing_a_kernel_started_outlives_grading(graded):
     """Fork storms and detached processes are killed with their kernel: none wrote the gradebook
     after grading."""
-    course, outcomes, _, marker = graded
+    course, outcomes, _, marker, _ = graded
     assert _kernel_processes(marker) == []
     assert outcomes["honest"].score == FULL
     assert sum(v for v in cell_scores(course, A, "honest").values()) == FULL
 
 
 def test_regrading_is_idempotent_and_a_failed_regrade_keeps_the_grade(graded):
-    course, first, _, _ = graded
-    again = {"honest", "wrong", "patch_allclose", "held_no_grad", "zero_bytes"}
+    course, first, _, _, _ = graded
+    again = {"honest", "wrong", "patch_allclose", "held_no_grad", "zero_bytes", "timestamp_link"}
     second = {o.student: o for o in batch.grade(course, [A], students=sorted(again), workers=2)}
     for student in again:
         assert (second[student].status, second[student].score) == (

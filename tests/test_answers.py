@@ -20,7 +20,7 @@ from course.submission import (
     reference_answers,
     write_submission,
 )
-from course_testing import CONTRACT, REPO, copy_course
+from course_testing import CONTRACT, REPO, copy_course, not_graded
 
 CASES = [
     (assignment, exercise) for assignment, exercises in CONTRACT.items() for exercise in exercises
@@ -137,11 +137,14 @@ def test_exercise_points_need_its_own_answer(graded, assignment, exercise):
 
 @pytest.mark.parametrize("assignment,exercise,name", ANSWER_CASES)
 def test_answer_file_grades_as_named(graded, assignment, exercise, name):
-    """correct_* files earn every point of their exercise; wrong_* files lose at least one."""
+    """correct_* files earn every point of their exercise; wrong_* files lose at least one, but
+    for a mistake about how the answer computed (its header says ``# Not graded: <fact>``), which
+    its visible tests name and the hidden tests teach without a point."""
     outcome = graded(assignment)[_student(exercise, name)]
     assert outcome.status == batch.GRADED, outcome.detail
     earned, available = points(outcome, exercise)
-    if name.startswith("correct_"):
-        assert earned == available, f"correct answer got {earned}/{available}"
+    taught = not_graded(REPO / "fixtures" / "answers" / assignment / exercise / f"{name}.py")
+    if name.startswith("correct_") or taught:
+        assert earned == available, f"{name} got {earned}/{available}"
     else:
         assert earned < available, f"misconception got full marks {earned}/{available}"

@@ -52,8 +52,9 @@ def contract_problems(cells, exercise: str) -> list[str]:
         problems.append(f"no test_{exercise}* test cell after the answer cell")
     if sum(m.get("points", 0) for _, m in tests) < 1:
         problems.append(f"the tests of {exercise} carry less than 1 point")
-    if not any("### BEGIN HIDDEN TESTS" in c.source for c, _ in tests):
-        problems.append(f"the tests of {exercise} have no hidden tests")
+    bare = [m["grade_id"] for c, m in tests if "### BEGIN HIDDEN TESTS" not in c.source]
+    if bare:  # its points would rest on the kernel's own verdict
+        problems.append(f"the tests of {exercise} have no hidden tests: {bare}")
     if any(not c.source.lstrip().startswith('"""') for c, _ in tests):
         problems.append(f"every test cell of {exercise} opens with a one-sentence docstring")
     return problems
@@ -99,7 +100,9 @@ def test_the_contract_check_catches_a_broken_notebook():
         good[0],
         cell('"""Check f."""\nassert f(1) == 1', grade=True, grade_id="test_f", points=1),
     ]
-    assert "the tests of f have no hidden tests" in contract_problems(no_hidden, "f")
+    assert "the tests of f have no hidden tests: ['test_f']" in contract_problems(no_hidden, "f")
+    one_bare = [*good, cell('"""Check f."""\nassert f(2) == 2', grade=True, grade_id="test_f2")]
+    assert "the tests of f have no hidden tests: ['test_f2']" in contract_problems(one_bare, "f")
     tests_first = [good[1], good[0]]
     assert "no test_f* test cell after the answer cell" in contract_problems(tests_first, "f")
     renamed = [cell("def g(x):\n    return x", solution=True, grade_id="f"), good[1]]

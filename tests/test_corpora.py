@@ -4,16 +4,16 @@ grade`, real nbgrader, sandboxed kernels):
 - fixtures/honest: correct answers in many styles, written from the contract alone; each gets
   every point of its exercise;
 - fixtures/misconceptions: answers that break one clause of the contract each; each loses points
-  on its exercise (and only there);
-- fixtures/attacks: submissions by a student who read the README and the `course` package; none
-  earns a point (a forgery: none in the cells that check the fact it forges), leaks a hidden
-  test or a solution into its feedback, changes the gradebook's source cells, or changes another
-  student's grade or files.
+  on its exercise (and only there) through the values it computes, or, where the clause is about
+  how the answer computed (a file's header says so: ``# Not graded: <fact>``), keeps them and its
+  feedback names the fact in a line marked not graded;
+- fixtures/attacks: submissions by a student who read the README and the `course` package and
+  controls their whole kernel; none earns a point, leaks a hidden test or a solution into its
+  feedback, changes the gradebook's source cells, or changes another student's grade or files.
 
 The default run (`make test`) grades the first answer of each exercise of the first two corpora,
-and one attack of each class (the README's numbers) with the static scan on; the tests marked
-slow (`make test-all`) grade every file, the honest answers again through plain `nbgrader
-autograde`, and every attack again with the scan off.
+and one attack of each class (the README's numbers); the tests marked slow (`make test-all`)
+grade every file, and the honest answers again through plain `nbgrader autograde`.
 """
 
 from __future__ import annotations
@@ -30,17 +30,21 @@ import pytest
 
 from course.submission import build_submission, reference_answers, write_submission
 from course_testing import (
+    ATTACKS_README,
     CONTRACT,
-    attack_targets,
+    all_attacks,
+    attack_header,
     cell_scores,
     copy_course,
     corpus,
     decoded_ints,
     distinctive_secrets,
     exercise_points,
+    feedback_text,
     leaked_secrets,
+    not_graded,
     points,
-    read_attack,
+    readme_with_table,
     runs_slow_tests,
     venv_env,
     write_attack,
@@ -50,16 +54,14 @@ REPO = Path(__file__).resolve().parents[1]
 ASSIGNMENTS = sorted(CONTRACT)
 HONEST, MISCONCEPTIONS = corpus("honest"), corpus("misconceptions")
 SECRETS = distinctive_secrets()
-ATTACKS = [read_attack(p) for p in sorted((REPO / "fixtures" / "attacks").glob("*/*.py"))]
+ATTACKS = all_attacks()
 SLOW = pytest.mark.slow
 
 
 def _attack_class(attack) -> str:
     """The class of an attack (its header's "# Attack (<class>: ..."): a number of the README's
     list, or several joined with + (an attack that takes two routes at once, a kind of its own)."""
-    found = re.match(r"# Attack \(([\d+]+):", attack.header)
-    assert found, f"{attack.path}: its header names no class"
-    return found[1]
+    return attack_header(attack)[0]
 
 
 def _one_of_each_class(attacks: list) -> set[str]:
@@ -137,6 +139,20 @@ def honest_and_misconceptions(tmp_path_factory, request):
     return course, honest, wrong
 
 
+def test_the_attack_readme_lists_every_attack_by_its_header():
+    """fixtures/attacks/README.md's table is made from the files' headers (`python
+    tests/redteam.py --readme`): every file, no other, each as its header says; every class an
+    attack names is one of the README's list."""
+    readme = ATTACKS_README.read_text()
+    assert readme == readme_with_table(readme, ATTACKS), (
+        "the README's table is not the files' headers: run .venv/bin/python tests/redteam.py "
+        "--readme"
+    )
+    listed = set(re.findall(r"^(\d+)\. ", readme.partition("## Classes")[2], flags=re.M))
+    named = {n for attack in ATTACKS for n in _attack_class(attack).split("+")}
+    assert named <= listed, f"classes no README entry describes: {sorted(named - listed)}"
+
+
 def test_the_corpora_are_big_enough():
     assert sum(len(f) for e in HONEST.values() for f in e.values()) >= 40
     assert len(ATTACKS) >= 30
@@ -201,18 +217,36 @@ def test_every_honest_answer_gets_every_point_through_nbgrader_too(honest_by_nbg
 
 
 @pytest.mark.parametrize("part", PARTS)
-def test_every_misconception_loses_points_on_its_exercise_only(honest_and_misconceptions, part):
+def test_every_misconception_loses_points_or_is_taught_on_its_exercise_only(
+    honest_and_misconceptions, part
+):
     course, _, wrong = honest_and_misconceptions
-    kept = []
+    kept, untaught = [], []
     for (assignment, student), chosen in _part(wrong, part).items():
         scores = cell_scores(course, assignment, student)
+        shown = feedback_text(course, student)
         for exercise, path in chosen.items():
-            if exercise_points(scores, exercise) >= points(assignment, f"test_{exercise}"):
+            full = points(assignment, f"test_{exercise}")
+            fact = not_graded(path)
+            if fact is None and exercise_points(scores, exercise) >= full:
                 kept.append(str(path.relative_to(REPO)))
+            if fact is not None and (
+                exercise_points(scores, exercise) != full or f": {fact}" not in shown
+            ):
+                untaught.append(f"{path.relative_to(REPO)}: {exercise_points(scores, exercise)}")
         others = [e for e in CONTRACT[assignment] if e not in chosen]
         for exercise in others:  # the reference answered these: they keep their points
             assert exercise_points(scores, exercise) == points(assignment, f"test_{exercise}")
     assert not kept, f"these misconceptions kept every point: {kept}"
+    assert not untaught, f"these lost points or their feedback does not name the fact: {untaught}"
+
+
+def test_the_misconceptions_that_only_teach_are_few_and_say_which_fact():
+    """A teaching line is for a fact about how the answer computed: most misconceptions must
+    still cost points through their values."""
+    files = [p for exercises in MISCONCEPTIONS.values() for f in exercises.values() for p in f]
+    taught = [p for p in files if not_graded(p)]
+    assert len(taught) <= len(files) // 3, [str(p.relative_to(REPO)) for p in taught]
 
 
 def _digest(folder: Path) -> dict[str, str]:
@@ -233,18 +267,13 @@ def _source_cells(course) -> list[tuple]:
         )
 
 
-@pytest.fixture(
-    scope="module",
-    params=[pytest.param(True, id="scan on"), pytest.param(False, id="scan off", marks=SLOW)],
-)
+@pytest.fixture(scope="module")
 def attacked(request, tmp_path_factory):
-    """The attacks and a bystander in one batch; once more with the static scan off, to show
-    that the layers behind it (probes, tripwire, sandbox) hold on their own. Without slow tests
-    in the run, one attack of each class only."""
+    """The attacks and a bystander in one batch. Without slow tests in the run, one attack of
+    each class only."""
     course = copy_course(tmp_path_factory.mktemp("attacks") / "course", with_release=True)
     with (course.root / "nbgrader_config.py").open("a") as config:
         config.write("\nc.Execute.timeout = 15\nc.GradingExecute.total_timeout = 90\n")
-        config.write(f"c.GradingExecute.static_scan = {request.param}\n")
     for assignment in ASSIGNMENTS:  # a classmate in every batch
         refs = reference_answers(course, assignment)
         write_submission(
@@ -278,9 +307,7 @@ def test_no_attack_earns_a_point(attacked, attack):
         scores = cell_scores(course, attack.assignment, attack.name)
     except Exception:  # never graded (failed before any grade was written): nothing earned
         return
-    targets = attack_targets(attack)
-    assert targets <= set(scores), f"{attack.name} targets cells it does not have"
-    earned = {k: v for k, v in scores.items() if v and (not targets or k in targets)}
+    earned = {k: v for k, v in scores.items() if v}
     assert not earned, f"{attack.header[:200]}\nearned {earned}"
 
 

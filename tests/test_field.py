@@ -61,7 +61,7 @@ def test_python_m_course_in_a_copy_grades_as_in_place(copied):
         timeout=1200,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "flagged" not in done.stdout and "failed" not in done.stdout, done.stdout
+    assert "failed" not in done.stdout, done.stdout
     full = points(A)
     for student in [*STUDENTS, "honest"]:
         scores = cell_scores(course, A, student)
@@ -89,20 +89,23 @@ def test_nbgrader_autograde_in_a_copy_grades_as_in_place(copied):
             )
 
 
-def test_a_kernel_without_the_tripwire_is_the_graders_fault_not_the_students(copied, monkeypatch):
-    """Where the kernel cannot import what grading needs (here: the tripwire's module), the
-    submission fails as the grader's trouble, after its retries: never flagged, never a rule
-    the student broke, and the grade it had stays."""
-    from course.grading import batch, execute
+def test_a_kernel_without_the_graders_code_is_the_graders_fault_not_the_students(
+    copied, monkeypatch
+):
+    """Where the kernel cannot import what grading needs (here: the module that gives test
+    cells' names back), the submission fails as the grader's trouble, after its retries: never
+    a rule the student broke, and the grade it had stays."""
+    from course.grading import batch, kernelcalls
 
     course, _ = copied
     before = cell_scores(course, A, "s0")
-    monkeypatch.setattr(execute, "GUARD", "__import__('course.grading.no_such_tripwire')")
+    missing = "__import__('course.lesson.no_such_module')"
+    monkeypatch.setattr(kernelcalls, "watch_test_cells", lambda sources: missing)
     (outcome,) = batch.grade(course, [A], students=["s0"], warm=False)
     assert outcome.status == batch.FAILED and outcome.grader_fault, outcome
     assert "the grader's fault" in outcome.detail and "previous grade kept" in outcome.detail
     assert "ModuleNotFoundError" in outcome.detail, outcome.detail
-    assert "withheld" not in outcome.detail and "policy" not in outcome.detail
+    assert "policy" not in outcome.detail
     assert batch.exit_status([outcome]) == batch.EXIT_GRADER_FAILED
     assert cell_scores(course, A, "s0") == before
 

@@ -24,7 +24,7 @@ from course.gradesheet import (
     write_moodle_csvs,
 )
 from course.grading import late
-from course.grading.batch import FAILED, FLAGGED, GRADED, MISSING, Outcome
+from course.grading.batch import FAILED, GRADED, MISSING, PARTIAL, Outcome
 from course.grading.words import counted
 from course_testing import copy_course
 
@@ -82,10 +82,10 @@ def test_the_late_penalty_follows_the_rule_whatever_the_order(course):
 
 
 def test_a_status_stands_while_the_gradebook_has_what_it_graded(course):
-    flagged = Outcome("01", "ada", FLAGGED, "tests withheld for review: nb: ...")
-    assert _rows(course, [flagged])[("01", "ada")].status == FLAGGED
+    partial = Outcome("01", "ada", PARTIAL, "not graded: test")
+    assert _rows(course, [partial])[("01", "ada")].status == PARTIAL
     _grade_essay(course, "ada", 1.0)  # manual grading leaves the run's finding alone
-    assert _rows(course)[("01", "ada")].detail == flagged.detail
+    assert _rows(course)[("01", "ada")].detail == partial.detail
     assert json.loads(course.gradebook.with_name(STATUS_FILE).read_text())
     with course.api().gradebook as gb:  # another autograde changed the work's score
         gb.find_grade("test", "nb", "01", "ada").auto_score = 3.0
@@ -230,6 +230,18 @@ def test_the_table_shows_the_total_and_what_a_person_still_has_to_do():
     assert "12.8/18" in lines[2] and "late by 1d 2h 00m (penalty 3.2)" in lines[2]
     assert lines[3].split()[3] == "-" and "invalid notebook" in lines[3]
     assert lines[4].endswith("not collected yet: `nbgrader collect 01`")
+
+
+def test_the_table_shows_no_control_character_a_student_chose():
+    """A notebook's name, a student's folder name or what an error says of a notebook's content
+    reach the table: escape codes there would retitle the instructor's terminal, write its
+    clipboard or forge a line. Each is shown escaped, and a long detail is cut."""
+    evil = "\x1b]0;pwned\x07\x1b]52;c;cHduZWQ=\x07\ngraded 40\r"
+    rows = [Row("01", f"ada{evil}", "failed", f"missing notebook: found {evil}" + "x" * 2000)]
+    table = format_table(rows)
+    assert not any(c in table.splitlines()[1] for c in "\x1b\x07\r")
+    assert "\\x1b]0;pwned\\x07" in table and len(table.splitlines()[1]) < 1000
+    assert len(table.splitlines()) == 2, "a newline in a name makes no line of its own"
 
 
 def test_the_sheet_and_the_moodle_files_carry_every_row(tmp_path):

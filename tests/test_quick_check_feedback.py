@@ -9,7 +9,7 @@ import re
 
 import nbformat
 
-from course.grading import probes
+from course.grading import judging
 from course_testing import REPO
 
 
@@ -30,7 +30,7 @@ def _quick_check_hints() -> list[tuple[str, dict[str, str], tuple[str, ...]]]:
 
 def _record(title, answer, hints):
     return {"title": title, "record": {"dict": {"answer": answer}}, "rtol": 0, "atol": 0,
-            "hints": hints}  # fmt: skip
+            "hints": hints, "teaching": {}}  # fmt: skip
 
 
 def test_a_wrong_quick_check_answer_gets_its_hint_not_the_answer():
@@ -39,20 +39,21 @@ def test_a_wrong_quick_check_answer_gets_its_hint_not_the_answer():
     for title, hints, options in checks:
         right, wrong = options[0], options[1]
         want = [_record(title, right, hints)]
-        (problem,) = probes.judge([_record(title, wrong, hints)], want)
-        assert problem.startswith(f'{title}: answer: got "{wrong}", not the answer.'), problem
-        assert hints["answer"] in problem, "the hint says why"
+        verdict = judging.judge([_record(title, wrong, hints)], want)
+        (problem,) = verdict.problems
+        assert problem == f'{title}: answer: got "{wrong}", not the answer', problem
+        assert verdict.why == [hints["answer"]], "the hint says why"
         assert json.dumps(right) not in problem, f"the page gives the answer away: {problem}"
-        (revealed,) = probes.judge([_record(title, wrong, hints)], want, reveal=True)
+        (revealed,) = judging.judge([_record(title, wrong, hints)], want, reveal=True).problems
         assert f"expected {json.dumps(right)}" in revealed
-        assert probes.judge([_record(title, right, hints)], want) == []
+        assert judging.judge([_record(title, right, hints)], want) == judging.Verdict()
 
 
 def test_a_non_answer_is_described_without_the_answer():
     want = [_record("quick check q1", "c", {})]
     got = [{"title": "quick check q1", "record": {"dict": {"answer": None}}}]
-    (problem,) = probes.judge(got, want)
-    assert problem == "quick check q1: answer: got None, not the answer." and '"c"' not in problem
+    (problem,) = judging.judge(got, want).problems
+    assert problem == "quick check q1: answer: got None, not the answer" and '"c"' not in problem
 
 
 def test_the_answer_is_revealed_only_once_the_due_date_has_passed(released_course, tmp_path):

@@ -14,17 +14,14 @@ rebinds, and a pick kept the old picture.
 from __future__ import annotations
 
 import json
-import os
 import re
-import sys
 import time
-from pathlib import Path
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from course_testing import REPO
+from course_testing import REPO, student_kernel_env
 
 ASSIGNMENTS = sorted(p.name for p in (REPO / "source").iterdir() if p.is_dir())
 SHOW_CALL = re.compile(r"^\s*(?:\w+\s*=\s*)?show_\w+\(", re.MULTILINE)
@@ -114,21 +111,12 @@ _drive_widgets()
 """
 
 
-def _kernel_environment(monkeypatch) -> None:
-    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)  # as a student runs it
-    path = os.environ.get("PYTHONPATH")
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), path])))
-    monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
-    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-
-
 def _stdout(cell) -> str:
     return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
-def test_run_all_then_every_widget_redraws_for_every_control(assignment, tmp_path, monkeypatch):
-    _kernel_environment(monkeypatch)
+def test_run_all_then_every_widget_redraws_for_every_control(assignment, tmp_path):
     nb = nbformat.read(REPO / "source" / assignment / f"{assignment}.ipynb", as_version=4)
     calls = sum(len(SHOW_CALL.findall(c.source)) for c in nb.cells if c.cell_type == "code")
     driver = nbformat.v4.new_code_cell(DRIVER)
@@ -136,7 +124,7 @@ def test_run_all_then_every_widget_redraws_for_every_control(assignment, tmp_pat
     client = NotebookClient(
         nb, timeout=180, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
     )
-    with client.setup_kernel():
+    with client.setup_kernel(env=student_kernel_env()):
         for index, cell in enumerate(nb.cells[:-1]):
             client.execute_cell(cell, index)  # raises CellExecutionError if a cell fails
         started = time.perf_counter()

@@ -91,7 +91,7 @@ def _outcome(status: str, fault: bool = False) -> batch.Outcome:
 @pytest.mark.parametrize(
     "statuses,code,line",
     [
-        ([batch.GRADED, batch.MISSING, batch.FLAGGED], 0, "graded 1, flagged 1, missing 1"),
+        ([batch.GRADED, batch.MISSING, batch.PARTIAL], 0, "graded 1, partial 1, missing 1"),
         ([batch.GRADED, batch.FAILED], 1, "graded 1, failed 1"),
         ([batch.FAILED, (batch.FAILED, True)], 3, "failed 2 (1 the grader's)"),
         ([], 0, "nothing to grade"),

@@ -3,8 +3,8 @@ see, reach and use. The grading tests (test_adversarial) check the same through 
 
 from __future__ import annotations
 
+import errno
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -300,23 +300,15 @@ kernel.bind(f"{info['ip']}-{info['shell_port']}")  # what ipykernel does with th
 kernel.listen(1)
 conn, _ = kernel.accept()
 print("kernel got", conn.recv(64).decode(), flush=True)
-guard = socket.socket(socket.AF_UNIX)
-guard.connect(f"{home}/guard.sock")  # bound by the grader after the kernel started
-guard.sendall(b"from the kernel")
 """
 
 
 @needs_root
 def test_the_grader_and_the_kernel_still_meet_in_its_home(tmp_path):
     """The kernel's home is its own tmpfs, yet the grader connects to the sockets it binds there
-    (the connection file's) and it connects to the one the grader binds later (the tripwire's)."""
+    (the connection file's)."""
     process = _sandboxed(tmp_path, EXCHANGE)
     private = tmp_path / "private"
-    listener = socket.socket(socket.AF_UNIX)
-    listener.bind(str(private / "guard.sock"))
-    os.chmod(private / "guard.sock", 0o666)
-    listener.listen(1)
-    listener.settimeout(60)
     deadline = time.monotonic() + 60
     while True:
         try:
@@ -329,9 +321,37 @@ def test_the_grader_and_the_kernel_still_meet_in_its_home(tmp_path):
                 pytest.fail(f"no socket of the kernel's reached: {process.communicate()[1]}")
             time.sleep(0.05)
     grader.sendall(b"from the grader")
-    conn, _ = listener.accept()
-    assert conn.recv(64) == b"from the kernel"
     assert "kernel got from the grader" in _finish(process)
+
+
+PLANTED = """
+import os
+home = os.environ["HOME"]
+with open(f"{home}/target", "w") as out:
+    out.write("followed")
+os.symlink(f"{home}/target", f"{home}/ipc-9")  # a link where the grader looks for a socket
+print("planted", flush=True)
+import time
+time.sleep(60)
+"""
+
+
+@needs_root
+def test_the_grader_follows_no_link_the_kernel_puts_in_its_home(tmp_path):
+    """The grader reaches the kernel's sockets by their names in the kernel's home, which the
+    kernel writes: a link there is never followed (the home is mounted nosymfollow), so a kernel
+    cannot lead the grader to another socket of the machine's, such as a zygote's."""
+    process = _sandboxed(tmp_path, PLANTED)
+    assert process.stdout.readline().strip() == "planted"
+    home = f"/proc/{process.pid}/root{sandbox.NEW_ROOT}{tmp_path / 'private'}"
+    try:
+        assert Path(home, "target").read_text() == "followed"  # the known-bad case: no link
+        with pytest.raises(OSError) as refused:
+            Path(home, "ipc-9").read_text()
+        assert refused.value.errno == errno.ELOOP
+    finally:
+        process.kill()
+        process.wait()
 
 
 needs_cgroups = pytest.mark.skipif(
@@ -395,6 +415,43 @@ def test_what_a_kernel_starts_in_another_session_counts_in_its_cpu_time(tmp_path
     process.kill()
     process.wait()
     assert used - session_only > 1.0, (used, session_only)
+
+
+SPINNERS = """
+import subprocess, sys, time
+for _ in range(3):
+    subprocess.Popen([sys.executable, "-c", "while True: pass"])
+print("started", flush=True)
+time.sleep(60)
+"""
+
+
+def _cpu_folder(pid: int) -> Path:
+    return Path(sandbox._cgroup_homes()["cpu"], sandbox.CGROUP_PARENT, str(pid))
+
+
+@needs_cgroups
+@pytest.mark.skipif("cpu" not in sandbox._cgroup_homes(), reason="no cpu controller here")
+def test_a_kernel_gets_its_share_of_the_cpu_however_many_processes_it_runs(tmp_path):
+    """Three spinning processes of one kernel with a share of half a core use about half a core
+    (a quota is an upper bound, whatever else the machine does): a kernel cannot starve the
+    classmates graded beside it."""
+    process = _sandboxed(tmp_path / "half", SPINNERS, cpu_share=0.5)
+    assert process.stdout.readline().strip() == "started"
+    assert (_cpu_folder(process.pid) / "cpu.cfs_quota_us").read_text().strip() == "50000"
+    start, began = sandbox.session_cpu_seconds(process.pid), time.monotonic()
+    time.sleep(3)
+    used = sandbox.session_cpu_seconds(process.pid) - start
+    elapsed = time.monotonic() - began
+    process.kill()
+    process.wait()
+    assert used <= 0.5 * elapsed * 1.3 + 0.2, (used, elapsed)
+    # the known-bad case: no share set, no quota
+    process = _sandboxed(tmp_path / "free", SPINNERS, cpu_share=0)
+    assert process.stdout.readline().strip() == "started"
+    assert (_cpu_folder(process.pid) / "cpu.cfs_quota_us").read_text().strip() == "-1"
+    process.kill()
+    process.wait()
 
 
 @needs_cgroups

@@ -13,6 +13,10 @@ checks' own message, not a raw error). An optional line ``# Visible message: <te
 that the first failing check's message must contain. Every ``correct_*`` answer passes every
 visible test of its exercise, and no answer at all makes a visible test fail with a raw error: a
 mistake gets a message that explains it, never a bare ``'NoneType' object has no attribute``.
+
+A misconception of ``fixtures/misconceptions/<assignment>/<exercise>/`` that carries a
+``# Visible message: <text>`` line is held to the same rule: a visible test fails on it, and the
+first failing check's message contains the text (it names the mistake before any grading).
 """
 
 from __future__ import annotations
@@ -28,12 +32,14 @@ from pathlib import Path
 import matplotlib
 import nbformat
 import pytest
+import torch
 
 from course_testing import CONTRACT, REPO
 
 matplotlib.use("Agg")
 
 ANSWERS = REPO / "fixtures" / "answers"
+MISCONCEPTIONS = REPO / "fixtures" / "misconceptions"
 VISIBLE = re.compile(r"^#\s*(wrong|misconception)\s*\(visible\)\s*:", re.IGNORECASE)
 MESSAGE = re.compile(r"^#\s*visible message:\s*(.+?)\s*$", re.IGNORECASE | re.MULTILINE)
 
@@ -121,6 +127,10 @@ class Notebook:
             plt.close("all")
 
     def grade(self, exercise: str, answer: str) -> list[Outcome]:
+        with torch.enable_grad():  # a fresh kernel's mode; an answer that leaves it off stays here
+            return self._grade(exercise, answer)
+
+    def _grade(self, exercise: str, answer: str) -> list[Outcome]:
         namespace = dict(self.namespace)
         _run(answer, namespace, f"<answer {exercise}>")
         outcomes = []
@@ -140,8 +150,8 @@ class Notebook:
         return outcomes
 
 
-def answer_files(assignment: str) -> list[tuple[str, Path]]:
-    folder = ANSWERS / assignment
+def answer_files(assignment: str, root: Path = ANSWERS) -> list[tuple[str, Path]]:
+    folder = root / assignment
     return sorted((p.parent.name, p) for p in folder.glob("*/*.py")) if folder.is_dir() else []
 
 
@@ -150,6 +160,12 @@ CASES = [
     pytest.param(a, e, p, id=f"{a}/{e}/{p.stem}") for a in ASSIGNMENTS for e, p in answer_files(a)
 ]
 VISIBLE_CASES = [c for c in CASES if VISIBLE.match(c.values[2].read_text())]
+SHOWN_MISCONCEPTIONS = [
+    pytest.param(a, e, p, id=f"{a}/{e}/{p.stem}")
+    for a in ASSIGNMENTS
+    for e, p in answer_files(a, MISCONCEPTIONS)
+    if MESSAGE.search(p.read_text())
+]
 
 
 @pytest.fixture(scope="module")
@@ -181,6 +197,17 @@ def test_a_correct_answer_passes_every_visible_test(notebooks, assignment, exerc
 def test_a_central_mistake_fails_a_visible_test_with_a_message(
     notebooks, assignment, exercise, path
 ):
+    _fails_in_view(notebooks, assignment, exercise, path)
+
+
+@pytest.mark.parametrize("assignment,exercise,path", SHOWN_MISCONCEPTIONS)
+def test_a_misconception_fails_a_visible_test_with_a_message_naming_it(
+    notebooks, assignment, exercise, path
+):
+    _fails_in_view(notebooks, assignment, exercise, path)
+
+
+def _fails_in_view(notebooks, assignment: str, exercise: str, path: Path) -> None:
     text = path.read_text()
     outcomes = notebooks(assignment).grade(exercise, text)
     failed = [o for o in outcomes if o.error]
@@ -221,3 +248,23 @@ def test_the_harness_sees_a_stub_fail_and_a_check_fail(notebooks):
     returns_none = "def make_trainable(values):\n    return None"
     outcomes = nb.grade(exercise, returns_none)
     assert outcomes and all(o.check_failed for o in outcomes), _report(outcomes)
+
+
+def test_a_misconception_that_passes_or_is_told_something_else_is_refused(notebooks, tmp_path):
+    """The known-bad cases of the misconception rule: a right answer that claims a message, and a
+    real mistake whose first failing message does not contain the text its file names."""
+    right = tmp_path / "right.py"
+    right.write_text(
+        "# Visible message: anything\n"
+        "def predict(model, x):\n    with torch.no_grad():\n        return model(x)\n"
+    )
+    with pytest.raises(AssertionError, match="passes every visible test"):
+        _fails_in_view(notebooks, "04_no_grad", "predict", right)
+    told_otherwise = tmp_path / "told_otherwise.py"
+    told_otherwise.write_text(
+        "# Visible message: model.eval()\n"
+        "def predict(model, x):\n    torch.set_grad_enabled(False)\n    return model(x)\n"
+    )
+    with pytest.raises(AssertionError, match="should mention"):
+        _fails_in_view(notebooks, "04_no_grad", "predict", told_otherwise)
+    assert torch.is_grad_enabled()  # the answer left tracking off in its own run only

@@ -11,12 +11,12 @@ import os
 import signal
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from course.grading.probes import expected_prefixes
+from course.grading.batch import check_references
+from course.grading.coursedir import Course
 from course.grading.sandbox import Limits, kernel_uid, kill_uid, policy_for
 from course.grading.warm import (
     ZYGOTE_WAIT,
@@ -26,9 +26,10 @@ from course.grading.warm import (
     WarmUp,
     prefix_file,
     request_fork,
+    zygote_alive,
     zygote_socket,
 )
-from course_testing import REPO
+from course_testing import REPO, run_in_fresh_loop
 
 
 def _reaper(count: int) -> tuple[int, int]:
@@ -87,7 +88,7 @@ def test_a_forked_process_is_seen_running_then_exited():
 @pytest.fixture(scope="module")
 def zygote(tmp_path_factory):
     warm = tmp_path_factory.mktemp("warm")
-    warm_up = WarmUp(expected_prefixes(REPO, ["04_no_grad"]), warm)
+    warm_up = WarmUp(check_references(Course.at(REPO), ["04_no_grad"]), warm)
     warm_up.wait()
     socket = warm / "04_no_grad" / "04_no_grad.sock"
     assert socket.exists(), (warm / "zygotes.log").read_text()
@@ -102,7 +103,8 @@ def _children(pid: int) -> list[int]:
 def test_one_process_starts_every_notebooks_zygote_and_they_end_with_it(tmp_path):
     """torch is imported once for all the zygotes; killing that one process (as the grader does
     when it ends) ends every zygote too."""
-    warm_up = WarmUp(expected_prefixes(REPO, ["01_requires_grad", "04_no_grad"]), tmp_path)
+    prefixes = check_references(Course.at(REPO), ["01_requires_grad", "04_no_grad"])
+    warm_up = WarmUp(prefixes, tmp_path)
     try:
         warm_up.wait()
         assert [served.exists() for _, served in warm_up.specs] == [True, True]
@@ -121,7 +123,7 @@ def test_a_course_in_a_deep_folder_still_gets_warm_kernels(tmp_path):
     reached all the same."""
     deep = tmp_path / ("d" * 60) / ("e" * 60)
     deep.mkdir(parents=True)
-    warm_up = WarmUp(expected_prefixes(REPO, ["04_no_grad"]), deep)
+    warm_up = WarmUp(check_references(Course.at(REPO), ["04_no_grad"]), deep)
     try:
         ((_, served),) = warm_up.specs
         assert len(str(served)) > 108
@@ -194,7 +196,21 @@ def test_many_forks_shut_down_at_once_all_go_cleanly(zygote):
         for _ in range(8):
             await asyncio.gather(one(True), one(False))
 
-    # A thread of its own: an earlier test in the same process may leave an event loop running
-    # in this one (asyncio.run then refuses).
-    with ThreadPoolExecutor(1) as thread:
-        thread.submit(asyncio.run, all_of_them()).result()
+    run_in_fresh_loop(all_of_them())
+
+
+def test_whatever_connects_to_a_zygote_never_stops_it(zygote, tmp_path):
+    """A kernel could lead the grader to connect a channel to a zygote's socket (a red team put a
+    link in its heartbeat socket's place): whatever a connection sends, or does not send, the
+    zygote goes on serving, and a grader that reads it as alive is right."""
+    import socket
+
+    for sent in (b"\xff\x00\x01zmq greeting\n", b"", b"{}\n", b"[1, 2]\n", b"x" * 100_000):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.connect(zygote)
+            conn.sendall(sent)
+    assert zygote_alive(zygote)
+    request = {"argv": ["--help"], "env": {}, "cwd": str(tmp_path), "policy": "{}"}
+    pid = request_fork(zygote, request)  # it still forks
+    os.kill(pid, signal.SIGKILL)
+    assert not zygote_alive(str(tmp_path / "no-such.sock"))  # the known-bad case

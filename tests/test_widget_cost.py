@@ -39,8 +39,23 @@ def test_make_mlp_is_the_same_for_a_seed_and_leaves_the_global_rng_alone():
 def test_saved_bytes_of_a_known_model_are_the_input_and_each_relu_output():
     model = cost.make_mlp(width=8, depth=3)
     x = torch.randn(5, 8)
-    # x (5x8) and three ReLU outputs (5x8), float32; weights are not counted.
+    # x (5x8) and three ReLU outputs (5x8), float32; weights are not counted. A ReLU keeps its
+    # output only: its input (a Linear's output) too would make 7 tensors.
     assert cost.saved_bytes(model, x) == 4 * 5 * 8 * 4 == 640
+
+
+def test_saved_bytes_leave_out_the_weights_autograd_keeps_unless_asked():
+    model = cost.make_mlp(width=8, depth=3)  # Linear(8, 8) three times, then Linear(8, 1)
+    x = torch.randn(5, 8)
+    kept = cost.saved_bytes(model, x, include_model=True) - cost.saved_bytes(model, x)
+    # Every Linear whose input requires grad keeps its weight, to pass the gradient on to that
+    # input; the first one's input x does not require grad, so its weight is not kept.
+    assert kept == (8 * 8 + 8 * 8 + 1 * 8) * 4
+    x.requires_grad_()
+    kept = cost.saved_bytes(model, x, include_model=True) - cost.saved_bytes(model, x)
+    assert kept == (3 * 8 * 8 + 1 * 8) * 4
+    with torch.no_grad():
+        assert cost.saved_bytes(model, x, include_model=True) == 0
 
 
 def test_saved_bytes_count_double_precision_twice_as_much():

@@ -125,6 +125,20 @@ def test_readout_prints_x_value_and_slope():
     assert "slope  = 3 " in text
 
 
+def test_a_zero_that_is_negative_is_printed_as_0():
+    """exp(−x²) has slope −2x·exp(−x²), which is -0.0 at x = 0 (and sin(x) is -0.0 at x = -0.0):
+    the readout, the title and the legend print 0, never -0."""
+    data = tangent_data(lambda t: torch.exp(-(t**2)), 0.0, -1.0, 1.0)
+    assert math.copysign(1.0, data.slope) == -1.0  # the case itself: autograd's -0.0
+    assert "slope  = 0 " in readout(data)
+    data = tangent_data(torch.sin, -0.0, -1.0, 1.0)
+    text = readout(data)
+    assert "x      = 0\n" in text and "f(x)   = 0\n" in text
+    ax = plot_tangent(data).axes[0]
+    assert "-0" not in ax.get_title()
+    assert not any("-0" in t.get_text() for t in ax.get_legend().get_texts())
+
+
 def test_widget_is_a_placeholder_during_grading(monkeypatch):
     monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
     box = show_tangent({"sin(x)": torch.sin})

@@ -1,5 +1,5 @@
-"""The grading engine on top of nbgrader: jobs, sandboxed warm kernels, scans and recording.
+"""The grading engine on top of nbgrader: jobs, sandboxed warm kernels, judging and recording.
 
-Runs on the instructor's side, except `guard`, which the grader loads into each grading kernel.
-Kept empty so that the kernel's ``import course.grading.guard`` loads nothing else.
+Runs on the instructor's side (the grader and its workers); no module here is imported into a
+grading kernel, which imports only `course.lesson`.
 """

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import signal
 import tempfile
@@ -17,16 +18,15 @@ import nbformat
 from nbgrader.api import MissingEntry
 from sqlalchemy.exc import SQLAlchemyError
 
-from . import resume
+from . import draws, handin, reference, resume
 from .coursedir import Course, CourseError, nbgrader_reason
 from .jobs import Job, JobResult
-from .probes import ReferenceError, cache_dir, expected_prefixes, expected_records
 from .record import RecordError, record
 from .runner import run_jobs
 from .warm import WarmUp
 
-GRADED, PARTIAL, FLAGGED, FAILED, MISSING = "graded", "partial", "flagged", "failed", "missing"
-STATUSES = (GRADED, PARTIAL, FLAGGED, FAILED, MISSING)
+GRADED, PARTIAL, FAILED, MISSING = "graded", "partial", "failed", "missing"
+STATUSES = (GRADED, PARTIAL, FAILED, MISSING)
 
 # What nbgrader's log says when a notebook could not be graded, and how we name it for instructors.
 FAILURE_REASONS: list[tuple[str, str]] = [
@@ -92,55 +92,116 @@ def classify_failure(log: str) -> str:
 
 
 def check_submission_files(course: Course, assignment: str, student: str) -> str | None:
-    """Why a submission cannot be graded as it is (missing or unreadable notebook), or None."""
+    """Why a submission cannot be graded as it is (a missing, unreadable or linked notebook, a
+    hand-in time that is not one), or None. Nothing in the folder is followed or read past a
+    bound (`course.grading.handin`)."""
     folder = course.root / "submitted" / student / assignment
     if folder.is_symlink() or folder.parent.is_symlink():
         return "invalid submission: the submission folder is a link, not a folder of its own"
-    for released in sorted((course.root / "release" / assignment).glob("*.ipynb")):
-        path = folder / released.name
-        if path.is_symlink():  # never follow it: it may point at the source or a classmate
-            return f"invalid submission: {released.name} is a link, not the notebook itself"
-        if not path.is_file():
-            found = ", ".join(sorted(p.name for p in folder.glob("*.ipynb"))) or "no notebook"
-            return f"missing notebook: {released.name} is not in the submission (found: {found})"
-        try:
-            nbformat.reads(path.read_text(encoding="utf-8"), as_version=4)
-        except UnicodeDecodeError:
-            return f"invalid notebook: {released.name} is not UTF-8 text"
-        except nbformat.reader.NotJSONError:
-            try:
-                json.loads(path.read_text(encoding="utf-8"))
-            except json.JSONDecodeError as error:
-                return f"invalid notebook: {released.name} is not valid JSON ({error})"
-            return f"invalid notebook: {released.name} is not valid JSON"
-        except (nbformat.ValidationError, KeyError, AttributeError, TypeError) as error:
-            first = str(error).splitlines()[0][:120]
-            return f"invalid notebook: {released.name} is not a valid notebook ({first})"
+    try:
+        handin.check_folder(folder)
+        handin.timestamp(folder)
+        for released in sorted((course.root / "release" / assignment).glob("*.ipynb")):
+            path = folder / released.name
+            if not os.path.lexists(path):
+                names = sorted(p.name for p in folder.glob("*.ipynb"))
+                found = ", ".join(handin.printable(n, 60) for n in names[:5]) or "no notebook"
+                found += f" and {len(names) - 5} more" if len(names) > 5 else ""
+                return (
+                    f"missing notebook: {released.name} is not in the submission (found: {found})"
+                )
+            data = handin.read_bytes(path, handin.NOTEBOOK_LIMIT)
+            if problem := _notebook_problem(released.name, data):
+                return problem
+    except handin.HandInError as error:
+        return str(error)
     return None
 
 
-def check_references(course: Course, assignments: list[str], workers: int = 2) -> None:
-    """Make (or find, cached) the reference solutions' records for the hidden tests
-    (`course.grading.probes`), ``workers`` notebooks at a time; raise `CourseError` if a
+def _notebook_problem(name: str, data: bytes) -> str | None:
+    """Why ``data`` is not a notebook nbgrader can read, in plain words, or None."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return f"invalid notebook: {name} is not UTF-8 text"
+    try:
+        nbformat.reads(text, as_version=4)
+    except nbformat.reader.NotJSONError:
+        try:
+            json.loads(text)
+        except json.JSONDecodeError as error:
+            return f"invalid notebook: {name} is not valid JSON ({error})"
+        return f"invalid notebook: {name} is not valid JSON"
+    except (nbformat.ValidationError, KeyError, AttributeError, TypeError) as error:
+        first = handin.printable(str(error).splitlines()[0], 120)
+        return f"invalid notebook: {name} is not a valid notebook ({first})"
+    return None
+
+
+def _sources(course: Course, assignment: str) -> list[Path]:
+    return sorted((course.root / "source" / assignment).glob("*.ipynb"))
+
+
+def _reference(source: Path, make) -> None:
+    """Run ``make()``, which runs the reference solutions of ``source``: a failure is the
+    course's to fix (`CourseError`), never a student's."""
+    try:
+        make()
+    except reference.ReferenceError as error:
+        raise CourseError(f"{error}: fix the source notebook") from None
+    except Exception as error:  # the source notebook itself does not run
+        lines = str(error).strip().splitlines()
+        raise CourseError(
+            f"{source} does not run with its reference solutions ({type(error).__name__}: "
+            f"{lines[-1][:300] if lines else ''}): fix it"
+        ) from None
+
+
+def check_references(course: Course, assignments: list[str], workers: int = 2) -> dict[Path, Path]:
+    """Make (or find, made before) each source notebook's prefix and the reference's records of
+    the instructor's own inputs (`course.grading.reference.prefix`), ``workers`` notebooks at a
+    time: source notebook -> its prefix file, for those with one. Raise `CourseError` if a
     reference fails its own tests or its source notebook does not run."""
+    found: dict[Path, Path] = {}
 
     def one(source: Path) -> None:
-        try:
-            expected_records(source, cache_dir(course.root, source.parent.name))
-        except ReferenceError as error:
-            raise CourseError(f"{error}: fix the source notebook") from None
-        except Exception as error:  # the source notebook itself does not run
-            lines = str(error).strip().splitlines()
-            raise CourseError(
-                f"{source} does not run with its reference solutions ({type(error).__name__}: "
-                f"{lines[-1][:300] if lines else ''}): fix it"
-            ) from None
+        def make() -> None:
+            made = reference.prefix(source, reference.cache_dir(course.root, source.parent.name))
+            if made is not None:
+                found[source] = made
 
-    sources = [
-        path for a in assignments for path in sorted((course.root / "source" / a).glob("*.ipynb"))
-    ]
+        _reference(source, make)
+
+    sources = [path for a in assignments for path in _sources(course, a)]
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         for done in [pool.submit(one, source) for source in sources]:
+            done.result()
+    return found
+
+
+def submission_draw(course: Course, assignment: str, student: str) -> int:
+    """The draw of a hand-in's hidden inputs (`course.grading.draws`); raises
+    `handin.HandInError` for a file that is not what it claims."""
+    names = [p.name for p in _sources(course, assignment)]
+    return draws.hand_in_draw(course.root, assignment, student, names)
+
+
+def make_references(course: Course, wanted: dict[str, set[int]], workers: int) -> None:
+    """The reference's records for each assignment's ``wanted`` draws
+    (`course.grading.reference`): one kernel per notebook and chunk of draws not made before,
+    ``workers`` at a time."""
+    tasks = []
+    for assignment, drawn in sorted(wanted.items()):
+        cache = reference.cache_dir(course.root, assignment)
+        for source in _sources(course, assignment):
+            for chunk in reference.missing_chunks(source, cache, drawn):
+                tasks.append((source, cache, chunk))
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        running = [
+            pool.submit(_reference, s, lambda s=s, c=c, d=d: reference.records(s, c, d))
+            for s, c, d in tasks
+        ]
+        for done in running:
             done.result()
 
 
@@ -170,6 +231,8 @@ def _record(course: Course, api, result: JobResult, workdir: Path) -> Outcome:
     if problem is None:
         try:
             record(course, api, result, workdir)
+        except handin.HandInError as error:  # changed in submitted/ since it was checked
+            problem = str(error)
         except (RecordError, OSError, SQLAlchemyError, MissingEntry) as error:
             # the submission ran: recording it is the grader's part (a gradebook that another
             # program holds locked, a full disk)
@@ -179,7 +242,7 @@ def _record(course: Course, api, result: JobResult, workdir: Path) -> Outcome:
         outcome = _failed(api, result.assignment, result.student, problem)
         outcome.grader_fault = grader_fault
         return outcome
-    outcome = _recorded(course, api, result.assignment, result.student)
+    outcome = _scores(api, result.assignment, result.student)
     feedback = course.root / "feedback" / result.student / result.assignment
     if feedback.exists():
         shutil.rmtree(feedback)
@@ -188,28 +251,6 @@ def _record(course: Course, api, result: JobResult, workdir: Path) -> Outcome:
     else:
         shutil.copytree(result.feedback, feedback)
     return outcome
-
-
-def _recorded(course: Course, api, assignment: str, student: str) -> Outcome:
-    """The outcome of a submission as the gradebook and its autograded notebooks have it."""
-    outcome = _scores(api, assignment, student)
-    if withheld := _withheld(course, assignment, student):
-        outcome.status = FLAGGED
-        outcome.detail = "; ".join(
-            filter(None, [f"tests withheld for review: {withheld}", outcome.detail])
-        )
-    return outcome
-
-
-def _withheld(course: Course, assignment: str, student: str) -> str:
-    """Why grading withheld tests of this submission (`course.grading.execute`), or ''."""
-    reasons = []
-    for path in sorted((course.root / "autograded" / student / assignment).glob("*.ipynb")):
-        # one key of a notebook nbgrader has just written and validated: read as plain JSON
-        found = json.loads(path.read_text()).get("metadata", {}).get("course", {}).get("withheld")
-        if found:
-            reasons.append(f"{path.stem}: {'; '.join(found)}")
-    return " | ".join(reasons)
 
 
 def _failed(api, assignment: str, student: str, problem: str) -> Outcome:
@@ -252,7 +293,7 @@ def grade(
         course.check_released(assignment)
     phase = on_phase or (lambda doing: None)
     phase("checking the reference solutions' records")
-    check_references(course, chosen, workers)
+    prefixes = check_references(course, chosen, workers)
     api = course.api()
     if students is None:
         with api.gradebook as gb:
@@ -272,12 +313,11 @@ def grade(
     # Zygotes only for what someone on the roster handed in (a term's later assignments may have
     # no submission yet), and first: they take seconds to start, while the submissions are
     # checked and the gradebook snapshot is made (a kernel waits for its notebook's zygote).
-    handed_in = [a for a in chosen if set(roster) & set(course.submitted_students(a))]
+    handed_in = {a for a in chosen if set(roster) & set(course.submitted_students(a))}
+    zygotes = {s: p for s, p in prefixes.items() if warm and s.parent.name in handed_in}
     with (
         tempfile.TemporaryDirectory(prefix="course-grade-") as tmp,
-        contextlib.closing(
-            WarmUp(expected_prefixes(course.root, handed_in if warm else []), Path(tmp) / "warm")
-        ),
+        contextlib.closing(WarmUp(zygotes, Path(tmp) / "warm")),
     ):
         workdir = Path(tmp)
         jobs = []
@@ -298,6 +338,7 @@ def grade(
                             workdir / "gradebook.db",
                             workdir,
                             workdir / "warm" if warm else None,
+                            submission_draw(course, assignment, student),
                         )
                     )
         with api.gradebook as gb:  # make sure every student exists before the snapshot
@@ -308,11 +349,16 @@ def grade(
         kept, earlier = set(), resume.recorded(course, chosen, selection)
         for job in [j for j in jobs if (j.assignment, j.student) in earlier]:
             try:  # an interrupted run of this command recorded it
-                done(_recorded(course, api, job.assignment, job.student))
+                done(_scores(api, job.assignment, job.student))
             except MissingEntry:  # not in this gradebook (restored since): grade it
                 continue
             jobs.remove(job)
             kept.add((job.assignment, job.student))
+        phase("running the reference solutions on each submission's hidden inputs")
+        wanted: dict[str, set[int]] = {}
+        for job in jobs:
+            wanted.setdefault(job.assignment, set()).add(job.draw)
+        make_references(course, wanted, workers)
         phase("grading; kernels wait for their notebook's warm process" if warm else "grading")
         recorded = set(kept)
         try:

@@ -1,5 +1,10 @@
-"""The Execute preprocessor used for grading: nbgrader's, with a sandboxed (and, where a zygote is
-ready, warm) kernel, a total time limit, an output cap and kernel death noticed at once."""
+"""The Execute preprocessor used for grading: nbgrader's, with the hidden tests judged outside the
+kernel, a sandboxed (and, where a zygote is ready, warm) kernel, time limits that hold on a
+loaded machine, bounded output and kernel death noticed at once.
+
+Runs in: the worker that grades a submission (nbgrader's autograde calls it); the kernel it
+starts runs the student's notebook.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,6 @@ import datetime
 import os
 import queue
 import shutil
-import socket
 import tempfile
 import time
 from pathlib import Path
@@ -20,21 +24,13 @@ from nbclient.util import ensure_async, run_sync
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Float, Integer, Unicode
 
-from .codescan import scan_notebook, trusted_cells
+from . import kernelcalls, shell_wakeup
+from .draws import hand_in_draw
+from .feedback import short_error
+from .hidden import asked_names, is_test_cell, split_hidden
+from .judging import Verdict, failure_output, judge, read_records, teaching_output
 from .kernelenv import package_view
-from .probes import (
-    TAMPERED,
-    asked_names,
-    cache_dir,
-    collect_code,
-    expected_records,
-    failure_output,
-    judge,
-    read_records,
-    split_hidden,
-    tampered,
-    tripwire_answer,
-)
+from .reference import cache_dir, records
 from .repair import source_notebook
 from .sandbox import Limits, kernel_uid, kill_uid, policy_for, session_cpu_seconds
 from .warm import (
@@ -43,12 +39,12 @@ from .warm import (
     leading_code,
     prefix_file,
     prefix_sources,
+    zygote_alive,
     zygote_socket,
 )
 
-GUARD = "__import__('course.grading.guard').grading.guard"
-GUARD_TIMEOUT = 60.0  # seconds (wall clock) for the tripwire's answer
-WITHHELD = "GradingWithheld"
+NOT_GRADED = "not graded, the hidden tests decide this cell's points"
+MAX_ERROR_TEXT = 4096  # characters of an error's name, value or traceback line kept
 
 
 class SubmissionTimeout(Exception):
@@ -59,18 +55,23 @@ class CellTimeLimit(Exception):
     """A cell ran past its CPU-time limit and went on after the interrupt: the kernel was killed."""
 
 
-class KernelStartFailed(Exception):
-    """The grading kernel could not start, or could not import what grading needs (the tripwire,
-    the probes): the grader's trouble, found before any student code ran."""
+class GraderTrouble(Exception):
+    """The grader's trouble, not the submission's: the kernel could not start, could not run
+    the grader's code before any student code ran, or its zygote went away with it."""
 
 
 class GradingExecute(Execute):
     """nbgrader's Execute, with:
 
-    - hidden tests judged outside the kernel (`course.grading.probes`): a test cell runs only
+    - hidden tests judged outside the kernel (`course.grading.judging`): a test cell runs only
       its visible part in place; once the last cell has run, each hidden block's probes run
-      outside the notebook's cells and history, and a cell whose records differ from the
-      reference's gets a `HiddenTestFailed` error first among its outputs (nbgrader scores 0);
+      outside the notebook's cells and history, on inputs drawn for this submission, and their
+      records are compared with the reference's for the same inputs. That verdict alone scores
+      a test cell that has hidden tests: a failing one gets a `HiddenTestFailed` error first
+      among its outputs (nbgrader scores 0), and what the kernel itself printed there (a failed
+      visible test, a value, stderr) is kept as text marked not graded;
+    - after each test cell, every name it rebound is put back (`course.lesson.testnames`): the
+      hidden tests see the student's helpers as the student left them;
     - each kernel in a sandbox (`course.grading.sandbox`), working in an empty folder of its
       own: an allow-list of paths, its own PID, network and IPC namespaces and uid, limits on
       memory, CPU, processes and file size;
@@ -80,23 +81,24 @@ class GradingExecute(Execute):
     - time limits that hold on a loaded machine: a cell's limit counts the kernel's CPU time
       (`_watch_cpu`), nbclient's wall-clock timeout is a larger backstop, a kernel that ignores
       the interrupt is killed, and the notebook has a total (wall-clock) limit;
-    - at most ``max_output_kb`` of output kept per cell, so a flood cannot exhaust the grader;
+    - bounded output: at most ``max_output_kb`` per cell and ``max_notebook_output_kb`` per
+      notebook of outputs and widget state (buffers included), an error's text cut to
+      `MAX_ERROR_TEXT`, no message of the kernel's larger than ``max_message_mb``;
     - a kernel that exits (``os._exit``, a segfault, the memory limit) reported as dead within a
       second, not as a late cell timeout. nbclient asks the kernel *client* whether the kernel
       lives, which without a heartbeat always says yes; the kernel *manager* knows;
-    - a kernel that could not start reported as the grader's trouble (`KernelStartFailed`), so
-      the job runs again (`course.grading.runner`);
-    - tampering withheld: if the static scan (`course.grading.codescan`) finds student code
-      using a handle on the interpreter or the OS, or the tripwire (`course.grading.guard`)
-      finds what the tests rely on changed after a test cell, that test cell and every later
-      one get an error first among their outputs, so nbgrader scores them 0 and the student
-      sees why. The reasons go to the notebook's metadata (``course.withheld``) for the
-      grader's report; the instructor can review and override;
+    - a kernel that could not start, or died with its zygote, reported as the grader's trouble
+      (`GraderTrouble`), so the job runs again, cold (`course.grading.runner`);
     - a warning on stderr in a test cell kept as stdout: nbgrader scores any stderr as 0.
     """
 
     warm_dir = Unicode("", help="folder with recorded prefixes and zygote sockets").tag(config=True)
     course_root = Unicode("", help="the course folder (default: the cwd)").tag(config=True)
+    draw = Integer(
+        -1,
+        help="the draw of the submission's hidden inputs (`course.grading.draws`); -1: work it "
+        "out from the gradebook's submission time",
+    ).tag(config=True)
     total_timeout = Integer(300, help="seconds (wall clock) for the whole notebook").tag(
         config=True
     )
@@ -112,27 +114,35 @@ class GradingExecute(Execute):
         config=True
     )
     max_output_kb = Integer(1024, help="output kept per cell").tag(config=True)
-    max_notebook_output_kb = Integer(8192, help="output kept per notebook").tag(config=True)
+    max_notebook_output_kb = Integer(8192, help="output and widget state kept per notebook").tag(
+        config=True
+    )
+    max_message_mb = Integer(
+        64, help="the largest message taken from a kernel (a larger one drops its connection)"
+    ).tag(config=True)
     memory_mb = Integer(Limits.memory_mb, help="kernel's private memory").tag(config=True)
+    cpu_share = Float(Limits.cpu_share, help="cores a kernel may use at most").tag(config=True)
     isolate = Bool(True, help="namespaces and own uid, where the machine allows").tag(config=True)
     reveal_after_due = Bool(
         True,
         help="a failed quick check names the right answer once the assignment's due date has "
         "passed (before it, classmates may still hand in)",
     ).tag(config=True)
-    static_scan = Bool(
-        True, help="withhold the tests of code that uses interpreter or OS handles"
-    ).tag(config=True)
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("kernel_manager_class", SandboxedKernelManager)
         super().__init__(*args, **kwargs)
+        # A reply that lands while the client sends (a student's Output widget) wakes it: a
+        # missed one waited out the rest of the notebook's time limit (issue 38).
+        shell_wakeup.install()
 
     def preprocess(self, nb, resources=None, km=None):
-        self._trusted, findings, lead = self._scan(nb, resources)
+        self._course = Path(self.course_root or os.getcwd())
+        self._tests, lead = self._source_cells(resources)
         self._expected = self._expected_records(resources)
         self._probes: list[tuple[int, str, str]] = []  # (cell index, grade id, hidden code)
         self._in_test = False
+        self._watching = False
         self._replay = self._matching_prefix(nb, resources, lead)
         self._deadline = time.monotonic() + self.total_timeout
         self._private = tempfile.mkdtemp(prefix="course-kernel-")
@@ -145,9 +155,6 @@ class GradingExecute(Execute):
         os.mkdir(self._workdir)
         self._cell_output_bytes = self._output_bytes = 0
         self._probing = False
-        self._withheld = [str(f) for f in findings]
-        self._guarding = False
-        self._guard_listener = self._guard_channel = None
         self._kernel_uid = None
         self._cpu_limit = self._stuck = None
         try:
@@ -155,40 +162,44 @@ class GradingExecute(Execute):
         except DeadKernelError:
             if self._stuck:  # we killed it: the cell would not stop
                 raise CellTimeLimit(self._stuck) from None
+            if self._zygote and not zygote_alive(self._zygote):  # it took its kernels with it
+                raise GraderTrouble("the zygote it was forked from went away") from None
             raise
         finally:
-            for end in (self._guard_channel, self._guard_listener):
-                if end is not None:
-                    end.close()
             if self._kernel_uid is not None:  # what the kernel left running dies with it
                 kill_uid(self._kernel_uid)
             shutil.rmtree(self._private, ignore_errors=True)
             shutil.rmtree(self._private + "-view", ignore_errors=True)
-        nb.metadata["course"] = {"withheld": self._withheld}  # replaces anything submitted
         return nb, resources
 
-    def _scan(self, nb, resources) -> tuple[set[str], list, list[str]]:
-        """The assignment's trusted cell sources, what the static scan finds in the rest, and
-        the source's leading locked cells (`course.grading.warm.prefix_sources`)."""
+    def _source_cells(self, resources) -> tuple[set[str], list[str]]:
+        """The test cells' code as this grader runs it (visible part only where the reference
+        has records), and the source's leading locked cells (`course.grading.warm`)."""
         source = source_notebook(resources or {})
         if not source.is_file():
-            self.log.warning("no source notebook at %s: student code is not scanned", source)
-            return set(), [], []
+            self.log.warning("no source notebook at %s: hidden tests are run as stock", source)
+            return set(), []
         original = nbformat.read(source, as_version=4)
-        trusted = trusted_cells(original)
-        findings = scan_notebook(nb, trusted) if self.static_scan else []
-        return trusted, findings, prefix_sources(original)
+        tests = {split_hidden(c.source)[0] for c in original.cells if is_test_cell(c)}
+        tests |= {c.source for c in original.cells if is_test_cell(c)}
+        return tests, prefix_sources(original)
 
     def _expected_records(self, resources) -> dict[str, list[dict]]:
-        """The reference's probe records for this notebook (`course.grading.probes`), computed
-        once per source version and kept in the course's ``.course/expected`` folder."""
+        """The reference's probe records for this notebook on this submission's draw
+        (`course.grading.reference`); made now if no earlier run made them."""
         source = source_notebook(resources or {})
         if not source.is_file():
             return {}
-        assignment = (resources or {}).get("nbgrader", {}).get("assignment", "")
-        return expected_records(
-            source, cache_dir(Path(self.course_root or os.getcwd()), assignment)
-        )
+        info = (resources or {}).get("nbgrader", {})
+        self._draw = self.draw if self.draw >= 0 else self._submission_draw(info)
+        cache = cache_dir(self._course, info.get("assignment", ""))
+        return records(source, cache, [self._draw])[self._draw]
+
+    def _submission_draw(self, info: dict) -> int:
+        """The draw of the submission being graded (plain `nbgrader autograde`): from its hand-in
+        folder, as `grade` makes it (`course.grading.draws`)."""
+        names = [p.name for p in (self._course / "source" / info["assignment"]).glob("*.ipynb")]
+        return hand_in_draw(self._course, info["assignment"], info["student"], names)
 
     def _widgets_after_prefix(self, index: int) -> None:
         """Where the prefix ends, restore the widget models it made (warm)."""
@@ -200,43 +211,6 @@ class GradingExecute(Execute):
                     for comm, pairs in self._prefix.widget_buffers.items()
                 }
             )
-
-    async def _guard_start(self) -> str:
-        """Start the tripwire (`course.grading.guard.start`) before any student code runs; it
-        answers on a Unix socket of the grader's, never through the notebook's namespace."""
-        path = os.path.join(self._private, "guard.sock")
-        self._guard_listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._guard_listener.bind(path)
-        os.chmod(path, 0o666)  # the kernel's own uid connects
-        self._guard_listener.listen(1)
-        self._guard_listener.settimeout(GUARD_TIMEOUT)
-        msg_id = self.kc.execute(f"{GUARD}.start({path!r})", silent=True, store_history=False)
-        reply = await self.async_wait_for_reply(msg_id)
-        if (reply or {}).get("content", {}).get("status") != "ok":
-            content = (reply or {}).get("content", {})
-            return f"the tripwire could not start ({content.get('ename', 'no reply')})"
-        try:
-            channel, _ = self._guard_listener.accept()
-        except OSError:
-            return "the tripwire did not connect"
-        channel.settimeout(GUARD_TIMEOUT)
-        self._guard_channel = channel.makefile("rwb", buffering=0)
-        return self._guard_answer()
-
-    def _guard_answer(self) -> str:
-        try:
-            line = self._guard_channel.readline(64 * 1024)
-        except OSError:
-            line = b""
-        return line.decode(errors="replace").strip() or "the tripwire did not answer"
-
-    def _guard_ask(self, request: bytes) -> str:
-        """The tripwire's answer once student code has run: what the feedback may repeat of it."""
-        try:
-            self._guard_channel.write(request + b"\n")
-        except OSError:
-            return "the tripwire did not answer"
-        return tripwire_answer(self._guard_answer())
 
     def _matching_prefix(self, nb, resources, lead: list[str]) -> dict[int, int]:
         """Map cell index -> prefix position when the notebook's leading code cells are exactly
@@ -261,14 +235,14 @@ class GradingExecute(Execute):
         try:
             await super().async_start_new_kernel(**kwargs)
         except Exception as error:
-            raise KernelStartFailed(f"{type(error).__name__}: {error}") from error
+            raise GraderTrouble(f"it could not start: {type(error).__name__}: {error}") from error
         self._kernel_uid = kernel_uid(self.km.provisioner.pid)
 
     async def async_start_new_kernel_client(self):
         try:
             return await super().async_start_new_kernel_client()
         except Exception as error:  # it died or never answered before any student code ran
-            raise KernelStartFailed(f"{type(error).__name__}: {error}") from error
+            raise GraderTrouble(f"it never answered: {type(error).__name__}: {error}") from error
 
     # nbclient binds the sync versions to its own coroutines
     start_new_kernel = run_sync(async_start_new_kernel)
@@ -276,17 +250,18 @@ class GradingExecute(Execute):
 
     def create_kernel_manager(self):
         km = super().create_kernel_manager()
+        km.max_message = self.max_message_mb * 2**20
         km.transport = "ipc"  # Unix sockets: the kernel has no network
         km.ip = os.path.join(self._private, "ipc")
         km.connection_file = os.path.join(self._private, "kernel.json")
         km.zygote = self._zygote or ""
+        limits = Limits(
+            memory_mb=self.memory_mb,
+            cpu_seconds=self.total_timeout + 60,
+            cpu_share=self.cpu_share,
+        )
         km.policy = policy_for(
-            Path(self.course_root or os.getcwd()),
-            Path(self._workdir),
-            Path(self._private),
-            Limits(memory_mb=self.memory_mb, cpu_seconds=self.total_timeout + 60),
-            self.isolate,
-            self._view,
+            self._course, Path(self._workdir), Path(self._private), limits, self.isolate, self._view
         ).to_json()
         km.view = str(self._view)
         return km
@@ -306,56 +281,45 @@ class GradingExecute(Execute):
             return cell, resources
         if cell.cell_type != "code":
             return cell, resources
-        test = cell.metadata.get("nbgrader", {}).get("grade") and cell.source in self._trusted
-        if test and self._withheld:
-            cell.outputs = [_withheld_output(self._withheld)]
-            cell.execution_count = None
-            return cell, resources
-        return self._run(cell, resources, index, test)
-
-    def _run(self, cell, resources, index, test: bool):
-        """Run a cell; of a test cell only its visible part: its hidden tests are probes, run
-        once the whole notebook has (`_judge_probes`)."""
-        if not self._guarding and cell.source not in self._trusted:
-            self._guarding = True  # the first cell a student could have written
-            if (answer := run_sync(self._guard_start)()) != "ok":
-                # Only instructor code has run: the kernel lacks what grading needs.
-                raise KernelStartFailed(answer)
-        self._in_test = bool(test)
+        if not self._watching:  # the first cell this kernel runs
+            self._watching = True
+            self._silent(kernelcalls.watch_test_cells(sorted(self._tests)))
+        test = is_test_cell(cell) and cell.source in self._tests
+        self._in_test = test
         source = cell.source
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
         visible, hidden = split_hidden(source)
         if test and hidden.strip() and grade_id in self._expected:
             self._probes.append((index, grade_id, hidden))
             cell.source = visible  # else (no reference records) the cell runs whole, as stock
-        lent = test and self._guarding and self._guard_ask(b"lend") == "ok"
         try:
-            cell, resources = self._execute(cell, resources, index)
+            return self._execute(cell, resources, index)
         finally:
             cell.source = source
-        if test and self._guarding and not self._withheld:
-            if (answer := self._guard_ask(b"check")) != "ok":
-                self._withheld.append(f"after test cell {index + 1}: {answer}")
-        if lent:
-            self._guard_ask(b"give back")
-        if test and self._withheld:  # an execute_result before the finding earns nothing
-            cell.outputs.insert(0, _withheld_output(self._withheld))
-        return cell, resources
+
+    def _silent(self, code: str) -> None:
+        """Run the grader's own ``code`` in the kernel, outside the notebook's cells and history
+        (no cell events fire, nothing is shown), before any student code has run there: a
+        failure is the grader's trouble (`GraderTrouble`)."""
+        msg_id = self.kc.execute(code, silent=True, store_history=False)
+        content = (self.wait_for_reply(msg_id) or {}).get("content", {})
+        if content.get("status") != "ok":
+            raise GraderTrouble(
+                f"it could not run the grader's code ({content.get('ename', 'no reply')})"
+            )
 
     def _judge_probes(self) -> None:
         """After the last cell: run each test cell's probes outside the notebook's cells and
-        history, and fail the cell (its first output, so nbgrader scores 0) when the records
-        differ from the reference's. A cell that already failed or was withheld is left as is."""
+        history, judge their records against the reference's, and let that verdict alone score
+        the cell (`_scored`)."""
         self._probing = True  # from here on, nothing the kernel says reaches the notebook
         reveal = self.reveal_after_due and past_due(self.resources)
-        if not self._guard_holds("after the last cell"):  # a cell after the tests changed them
-            return self._withhold_probed()
-        named: set[str] = set()
         for index, grade_id, hidden in self._probes:
             cell = self.nb.cells[index]
-            if any(o.output_type == "error" for o in cell.outputs):
-                continue
-            run = nbformat.v4.new_code_cell(collect_code(hidden))
+            run = nbformat.v4.new_code_cell(kernelcalls.send_records(hidden, self._draw))
+            # the records' message is read, never kept: only the cell's cap bounds it, so what
+            # the notebook printed before cannot push it out
+            self._output_bytes = 0
             try:
                 self._execute(run, self.resources, index, store_history=False)
             finally:
@@ -363,46 +327,13 @@ class GradingExecute(Execute):
             errors = [o for o in run.outputs if o.output_type == "error"]
             if errors:  # the answer stopped them: say why in the grader's words only
                 timed_out = errors[0].get("ename") == "CellTimeoutError"
-                problems = [
-                    "the hidden tests did not finish: "
-                    + ("they ran past the time limit" if timed_out else "the answer stopped them")
-                ]
+                why = "they ran past the time limit" if timed_out else "the answer stopped them"
+                verdict = Verdict([f"the hidden tests did not finish: {why}"])
             else:
-                records = read_records(run.outputs)
-                problems = judge(records, self._expected[grade_id], reveal, asked_names(hidden))
-                if changed := tampered(records):
-                    new = [name for name in changed if name not in named][: 10 - len(named)]
-                    named.update(new)  # at most ten names a notebook, each once
-                    self._withheld.append(
-                        f"the hidden tests of {grade_id}: {TAMPERED}"
-                        + (": " + ", ".join(new) if new else "")
-                    )
-            if problems:
-                cell.outputs.insert(0, failure_output(problems))
-        if not self._guard_holds("while the hidden tests ran"):
-            self._withhold_probed()
-
-    def _guard_holds(self, when: str) -> bool:
-        """Ask the tripwire once more (between test cells it is asked after each): a finding is
-        noted, and the probed cells earn nothing."""
-        if not self._guarding:
-            return True
-        # As between test cells: the lesson's helpers bound while it looks (a student's own
-        # variable named `probe` is the student's business).
-        lent = self._guard_ask(b"lend") == "ok"
-        answer = self._guard_ask(b"check")
-        if lent:
-            self._guard_ask(b"give back")
-        if answer == "ok":
-            return True
-        self._withheld.append(f"{when}: {answer}")
-        return False
-
-    def _withhold_probed(self) -> None:
-        for index, _, _ in self._probes:
-            outputs = self.nb.cells[index].outputs
-            if not any(o.output_type == "error" for o in outputs):
-                outputs.insert(0, _withheld_output(self._withheld))
+                verdict = judge(
+                    read_records(run.outputs), self._expected[grade_id], reveal, asked_names(hidden)
+                )
+            cell.outputs = _scored(cell.outputs, verdict)
 
     def _execute(self, cell, resources, index, store_history=True):
         """Run one cell with what is left of the notebook's time as its limit."""
@@ -443,6 +374,18 @@ class GradingExecute(Execute):
         return cell
 
     execute_cell = run_sync(async_execute_cell)
+
+    def on_cell_executed(self, **kwargs):
+        """nbgrader adds the reply's error to the cell when no output named it (a timeout, or
+        output cut past the cap): its text is the kernel's, so it is cut to `MAX_ERROR_TEXT`
+        first."""
+        content = kwargs["execute_reply"].get("content", {})
+        if content.get("status") == "error":
+            content["ename"] = _bounded(content.get("ename"))
+            content["evalue"] = _bounded(content.get("evalue"))
+            lines = content.get("traceback")
+            content["traceback"] = [_bounded(t) for t in lines[:20]] if type(lines) is list else []
+        super().on_cell_executed(**kwargs)
 
     async def _async_handle_timeout(self, timeout, cell=None):
         """The wall-clock backstop: nbclient interrupts the cell; a kernel that does not answer
@@ -488,9 +431,10 @@ class GradingExecute(Execute):
         await ensure_async(self.km.shutdown_kernel(now=True))
 
     def _counted(self, msg) -> str:
-        """Count an output message against the cell's and the notebook's caps: "keep", "cut"
-        (the first one past a cap) or "drop" (those after it)."""
-        size = len(str(msg.get("content", "")))
+        """Count a message against the cell's and the notebook's caps: "keep", "cut" (the first
+        one past a cap) or "drop" (those after it). Its binary buffers count too (nbclient keeps
+        a widget's in the notebook)."""
+        size = len(str(msg.get("content", ""))) + sum(map(len, msg.get("buffers") or ()))
         self._cell_output_bytes += size
         self._output_bytes += size
         over = max(
@@ -528,22 +472,53 @@ class GradingExecute(Execute):
             super()._update_display_id(display_id, msg)
 
     def handle_comm_msg(self, outs, msg, cell_index):
-        """nbclient's, which takes a widget message as well-formed: one that is not (student
-        code can send any) is left out, never a crash of the whole notebook. None is taken once
-        the hidden tests run (widget state is kept in the notebook)."""
-        if self._probing:
+        """nbclient's, which keeps every widget's state for the notebook's metadata: that state
+        counts against the caps like output (a widget's value can be any size), and a malformed
+        message (student code can send any) is left out, never a crash of the whole notebook.
+        None is taken once the hidden tests run."""
+        if self._probing or self._counted(msg) != "keep":
             return
         try:
             super().handle_comm_msg(outs, msg, cell_index)
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as error:
-            self.log.warning(
-                "ignored a malformed widget message (%s: %s)", type(error).__name__, error
-            )
+            self.log.warning("ignored a malformed widget message (%s)", type(error).__name__)
 
     async def _async_check_alive(self) -> None:
         if not await ensure_async(self.km.is_alive()):
             self.log.error("Kernel died while waiting for execute reply.")
             raise DeadKernelError("Kernel died")
+
+
+def _bounded(text: object) -> str:
+    return str(text or "")[:MAX_ERROR_TEXT]
+
+
+def _scored(outputs: list, verdict: Verdict) -> list:
+    """A probed test cell's outputs, scored by ``verdict`` alone: the kernel's error or stderr
+    becomes text marked not graded, its value (``execute_result``, which nbgrader would read as
+    partial credit) is shown, not scored; the hidden tests' failure goes first (nbgrader scores
+    the cell 0) and what they saw that carries no points goes last."""
+    shown = []
+    for output in outputs:
+        if output.output_type == "error":
+            error = short_error(output.ename, output.evalue)
+            text = f"The visible test failed ({NOT_GRADED}): {error}\n"
+            shown.append(nbformat.v4.new_output("stream", name="stdout", text=text))
+        elif output.output_type == "stream" and output.name == "stderr":
+            shown.append(nbformat.v4.new_output("stream", name="stdout", text=output.text))
+        elif output.output_type == "execute_result":
+            shown.append(
+                nbformat.v4.new_output(
+                    "display_data", data=output.data, metadata=output.get("metadata", {})
+                )
+            )
+        else:
+            shown.append(output)
+    if verdict.teaching:
+        shown.append(teaching_output(verdict))
+    if verdict.problems:
+        shown.insert(0, failure_output(verdict))
+    return shown
 
 
 def past_due(resources) -> bool:
@@ -559,15 +534,3 @@ def past_due(resources) -> bool:
         return False
     now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)  # nbgrader: naive UTC
     return due is not None and now > due
-
-
-def _withheld_output(reasons: list[str]) -> nbformat.NotebookNode:
-    """The error a withheld test cell shows (and nbgrader scores as 0)."""
-    message = (
-        f"this test was not run: {'; '.join(reasons)}. Graded code may not use the "
-        "interpreter's or the operating system's own handles, or change what the tests rely on "
-        "(the course's grading policy), so your instructor will review this notebook by hand."
-    )
-    return nbformat.v4.new_output(
-        "error", ename=WITHHELD, evalue=message, traceback=[f"{WITHHELD}: {message}"]
-    )

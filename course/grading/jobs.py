@@ -14,8 +14,9 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import handin
 from .coursedir import CONFIG_FILE, Course
-from .execute import KernelStartFailed
+from .execute import GraderTrouble
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,7 @@ class Job:
     gradebook: Path  # a snapshot of the course gradebook, copied, never written
     workdir: Path  # the job's own scratch course is made under it
     warm_dir: Path | None = None  # zygotes to fork kernels from (`course.grading.warm`); None: cold
+    draw: int = 0  # the submission's hidden inputs (`course.grading.draws`); 0: the instructor's
 
 
 @dataclass(frozen=True)
@@ -60,14 +62,14 @@ def prepare(job: Job) -> Course:
     # release_feedback checks): a student's torch.py (or any other file) never lands beside the
     # notebook, where the kernel would import it instead of the real one.
     wanted = {p.name for p in (scratch / "source" / job.assignment).glob("*.ipynb")}
-    wanted |= {"timestamp.txt", "submission_secret.txt"}
+    wanted |= {handin.TIMESTAMP, handin.SECRET}
     submitted = job.course_root / "submitted" / job.student / job.assignment
     copy = scratch / "submitted" / job.student / job.assignment
     copy.mkdir(parents=True)
-    for name in sorted(wanted):
+    for name in sorted(wanted):  # checked by the grader before the job (`handin.check`)
         path = submitted / name
         if path.is_file() and not path.is_symlink():  # a link could point at anything
-            shutil.copy2(path, copy / name)
+            (copy / name).write_bytes(handin.read_bytes(path, handin.NOTEBOOK_LIMIT))
     return course
 
 
@@ -91,13 +93,13 @@ def run_job(job: Job) -> JobResult:
     """Autograde and write feedback for one submission in its scratch course."""
     course = prepare(job)
     warm = {"warm_dir": str(job.warm_dir)} if job.warm_dir else {}
-    api = course.api(course_root=str(job.course_root), **warm)
+    api = course.api(course_root=str(job.course_root), draw=job.draw, **warm)
     result = api.autograde(job.assignment, job.student, force=True, create=True)
     log = f"{result.get('log', '')}\n{result.get('error') or ''}"
     if not result["success"]:
-        # Only the grader's own step names this exception: no student code had run yet.
-        found = re.search(rf"{KernelStartFailed.__name__}: (.+)", log)
-        trouble = f"the grading kernel could not start: {found[1][:200]}" if found else None
+        # Only the grader's own steps raise it, for trouble that is not the submission's.
+        found = re.search(rf"{GraderTrouble.__name__}: (.+)", log)
+        trouble = f"the grading kernel: {found[1][:200]}" if found else None
         return JobResult(job.assignment, job.student, False, log, None, trouble)
     rows = job_rows(api, job.assignment, job.student)
     feedback = api.generate_feedback(job.assignment, job.student, force=True)

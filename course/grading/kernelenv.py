@@ -61,9 +61,17 @@ def package_view(folder: Path) -> Path:
     return view
 
 
+# One thread for every kernel that grades or makes the reference's records: a sum over several
+# threads rounds in another order, so the same answer would differ in its last bits between a
+# kernel forked warm (one thread), one started cold and the reference's, and a value that is zero
+# up to rounding would not match.
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
 def kernel_env(base: Mapping[str, str], view: Path) -> dict[str, str]:
-    """``base`` (an environment) reduced to the allow-list, importing `course` from ``view``."""
+    """``base`` (an environment) reduced to the allow-list, importing `course` from ``view``,
+    with torch on one thread (`ONE_THREAD`)."""
     env = {k: v for k, v in base.items() if k in ALLOWED or k.startswith(ALLOWED_PREFIXES)}
     env["PYTHONPATH"] = str(view)
     env["PYTHONSAFEPATH"] = "1"  # never the working folder first (`python -m` would put it there)
-    return env
+    return {**env, **ONE_THREAD}

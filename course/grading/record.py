@@ -19,6 +19,7 @@ from pathlib import Path
 
 from nbgrader.utils import find_all_files
 
+from . import handin
 from .coursedir import Course
 from .jobs import JobResult, scratch_dir
 
@@ -32,7 +33,7 @@ def record(course: Course, api, result: JobResult, workdir: Path) -> None:
     Raises `RecordError`, with nothing changed, when they do not match the course."""
     rows = result.rows or {}
     submitted = course.root / "submitted" / result.student / result.assignment
-    timestamp = api.coursedir.get_existing_timestamp(str(submitted))
+    timestamp = handin.timestamp(submitted)  # checked before the job: a link or junk fails it
     with api.gradebook as gb:
         cells = {
             notebook.name: (

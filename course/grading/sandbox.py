@@ -20,7 +20,9 @@ Where the machine allows it (Linux, as root or with CAP_SYS_ADMIN), also:
   folder) is a tmpfs of ``Limits.home_mb`` in its own mount namespace, so no path it may write
   lies on the grader's disk (`_build_root`: what the grader and the kernel exchange there);
 - a cgroup of its own, where the machine's cgroupfs can be written (`KernelCgroup`): memory and
-  process limits for the kernel as a whole, and the CPU time of everything it started.
+  process limits for the kernel as a whole, a share of the CPU (``Limits.cpu_share`` cores at
+  most, whatever number of threads it runs, so no kernel starves the others), and the CPU time
+  of everything it started.
 
 `enter` applies a `Policy` to the current process (a kernel forked from a warm zygote);
 ``python -m course.grading.sandbox POLICY -- CMD...`` applies it and execs CMD (a kernel started
@@ -48,17 +50,14 @@ from .kernelenv import package_dir
 CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWPID, CLONE_NEWIPC = 0x20000, 0x40000000, 0x20000000, 0x8000000
 NAMESPACES = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWIPC
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
-MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
+MS_NOSYMFOLLOW, MS_BIND, MS_REC, MS_PRIVATE = 256, 4096, 16384, 1 << 18
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
 NEW_ROOT = "/mnt"  # where the kernel's root is built, in its own mount namespace
 DEVICES = ("null", "zero", "full", "random", "urandom")
 SCRATCH = ("/tmp", "/var/tmp", "/dev/shm")
 FIRST_UID = 100_000  # kernels get FIRST_UID + their pid: unique among live kernels, never a user
-GRADER_VIEW = "/.grader"  # the grader's side of the kernel's private folder, read-only
-# Sockets the grader binds in the kernel's private folder once the kernel runs, which the kernel
-# connects to (`course.grading.execute.GradingExecute._guard_start`).
-GRADER_SOCKETS = ("guard.sock",)
 CGROUP_PARENT = "course-kernels"  # kernels' cgroups: <the grader's cgroup>/course-kernels/<pid>
+CPU_PERIOD = 100_000  # microseconds: the period of a kernel's CPU quota
 
 
 @dataclass(frozen=True)
@@ -69,6 +68,7 @@ class Limits:
     file_mb: int = 64  # the largest file it may write
     tmpfs_mb: int = 64  # size of its private /tmp and /dev/shm
     home_mb: int = 64  # size of its home: HOME, TMPDIR, IPYTHONDIR, MPLCONFIGDIR, working folder
+    cpu_share: float = 1.0  # cores it may keep busy at most (its cgroup's quota); 0: no limit
 
 
 def kernel_memory_mb(limits: Limits) -> int:
@@ -220,8 +220,8 @@ def _alive(pid: int) -> bool:
 @functools.lru_cache(maxsize=1)
 def _cgroup_homes() -> dict[str, str]:
     """This process's cgroup folder in each hierarchy that has a controller a kernel's cgroup
-    uses: "memory", "pids", "cpuacct" (cgroup v1), or "unified" (cgroup v2, where it has the
-    memory and pids controllers and v1 does not). {} where there is none, or no cgroupfs."""
+    uses: "memory", "pids", "cpu", "cpuacct" (cgroup v1), or "unified" (cgroup v2, where it has
+    the memory and pids controllers and v1 does not). {} where there is none, or no cgroupfs."""
     try:
         with open("/proc/self/cgroup") as own, open("/proc/self/mountinfo") as info:
             paths = dict(line.rstrip("\n").split(":", 2)[1:] for line in own)
@@ -238,7 +238,7 @@ def _cgroup_homes() -> dict[str, str]:
         if kind[0] == "cgroup2":
             key, names = "", ["unified"]
         else:
-            names = [o for o in kind[2].split(",") if o in ("memory", "pids", "cpuacct")]
+            names = [o for o in kind[2].split(",") if o in ("memory", "pids", "cpu", "cpuacct")]
             found = (k for k in paths if names and set(k.split(",")) >= set(names))
             key = next(found, None)
         path = paths.get(key) if key is not None else None
@@ -264,7 +264,9 @@ class KernelCgroup:
     """A kernel's own cgroup, one folder per hierarchy, named by its stand-in's pid under
     ``course-kernels`` in the grader's cgroup (so the grader's own limits still hold): a memory
     limit for all its processes together (`kernel_memory_mb`), a process limit
-    (``Limits.processes``), and the CPU time of everything in it (`cpu_seconds`).
+    (``Limits.processes``), a CPU quota (``Limits.cpu_share`` cores: kernels share the machine
+    as equals, each counted as one, not by its number of threads), and the CPU time of
+    everything in it (`cpu_seconds`).
 
     `join` puts the calling process in it, before the kernel's PID namespace has any process:
     everything the kernel starts is in it too, in whatever session. The stand-in moves itself
@@ -280,6 +282,7 @@ class KernelCgroup:
     def _settings(hierarchy: str, limits: Limits) -> tuple[list[tuple[str, str]], list[str]]:
         """(file, value) pairs that must be written, and the optional files among them."""
         memory = str(kernel_memory_mb(limits) * 1024 * 1024)
+        quota = str(int(limits.cpu_share * CPU_PERIOD)) if limits.cpu_share > 0 else "-1"
         if hierarchy == "memory":  # memsw: with swap accounting, swap is no way around it
             return [
                 ("memory.limit_in_bytes", memory),
@@ -287,12 +290,16 @@ class KernelCgroup:
             ], ["memory.memsw.limit_in_bytes"]
         if hierarchy == "pids":
             return [("pids.max", str(limits.processes))], []
+        if hierarchy == "cpu":
+            return [("cpu.cfs_period_us", str(CPU_PERIOD)), ("cpu.cfs_quota_us", quota)], []
         if hierarchy == "unified":
+            cpu_max = f"{quota if quota != '-1' else 'max'} {CPU_PERIOD}"
             return [
                 ("memory.max", memory),
                 ("memory.swap.max", "0"),
                 ("pids.max", str(limits.processes)),
-            ], ["memory.swap.max"]
+                ("cpu.max", cpu_max),
+            ], ["memory.swap.max", "cpu.max"]
         return [], []  # cpuacct: counted, not limited
 
     @classmethod
@@ -308,7 +315,10 @@ class KernelCgroup:
                 if hierarchy == "unified":  # v2: controllers are handed down explicitly
                     for folder in (home, parent):
                         os.makedirs(folder, exist_ok=True)
-                        _write(os.path.join(folder, "cgroup.subtree_control"), "+memory +pids")
+                        control = os.path.join(folder, "cgroup.subtree_control")
+                        _write(control, "+memory +pids")
+                        with contextlib.suppress(OSError):  # where v2 has no cpu controller
+                            _write(control, "+cpu")
                 os.makedirs(parent, exist_ok=True)
                 cls._sweep(parent)
                 os.makedirs(leaf, exist_ok=True)  # a leftover of a dead pid that was ours: reused
@@ -484,12 +494,13 @@ def _link_kernel_sockets(policy: Policy, stand_in: int) -> None:
 
 def _make_home(policy: Policy, uid: int) -> None:
     """The kernel's private folder, inside its root: a tmpfs of ``home_mb``, owned by it, with a
-    copy of the grader's files there (the connection file: ipykernel rewrites it), its working
-    folder, and links to the sockets the grader binds there later (`GRADER_SOCKETS`), through a
-    read-only view of the grader's folder (`GRADER_VIEW`): it connects to them, never writes."""
+    copy of the grader's files there (the connection file: ipykernel rewrites it) and its working
+    folder."""
     root, private, size = NEW_ROOT, policy.private, policy.limits.home_mb
-    _bind(private, root + GRADER_VIEW, read_only=True)
-    _tmpfs(root + private, "700", size, owner=uid)
+    # No link there is followed: the grader connects to the kernel's sockets by their names in
+    # this folder, which the kernel can write, and a link put in a socket's place would lead the
+    # grader (root) to any socket of the machine's, such as a zygote's.
+    _tmpfs(root + private, "700", size, MS_NOSYMFOLLOW, owner=uid)
     if not policy.workdir.startswith(private + "/"):  # elsewhere (never, in this grader)
         _tmpfs(root + policy.workdir, "700", size, owner=uid)
     for entry in os.scandir(private):
@@ -504,9 +515,6 @@ def _make_home(policy: Policy, uid: int) -> None:
             made = os.path.join(made, part)
             os.makedirs(made, exist_ok=True)
             os.chown(made, uid, uid)
-    for name in GRADER_SOCKETS:
-        os.symlink(f"{GRADER_VIEW}/{name}", f"{root}{private}/{name}")
-        os.lchown(f"{root}{private}/{name}", uid, uid)
 
 
 def _build_root(policy: Policy, uid: int) -> None:
@@ -516,9 +524,8 @@ def _build_root(policy: Policy, uid: int) -> None:
     Every folder it may write is a tmpfs of a fixed size: /tmp, /var/tmp, /dev/shm
     (``tmpfs_mb``) and its private folder (``home_mb``, `_make_home`). The grader and the kernel
     exchange, in that folder: the connection file (the grader writes it, the kernel reads and
-    rewrites it: a copy), the kernel's sockets (the kernel binds them, the grader connects:
-    `_link_kernel_sockets`) and the tripwire's socket (the grader binds it, the kernel
-    connects: `GRADER_SOCKETS`)."""
+    rewrites it: a copy) and the kernel's sockets (the kernel binds them, the grader connects:
+    `_link_kernel_sockets`)."""
     _mount("none", "/", None, MS_REC | MS_PRIVATE)  # what follows stays in this namespace
     root = NEW_ROOT
     _tmpfs(root, "755", 1)
@@ -585,11 +592,11 @@ def unavailable() -> str | None:
 
 
 def close_inherited() -> None:
-    """Keep no descriptor of the process this one was forked from: standard streams to
-    /dev/null (the kernel's output goes over its own sockets, made after this), every other one
-    closed. A zygote's log, shared by every kernel it forks, must never carry one student's
-    output to another's grading. (A kernel started cold is exec'ed with only its standard
-    streams, the grader's own.)"""
+    """Keep no descriptor of the process this one was forked from: standard streams to /dev/null
+    (the kernel's output goes over its own sockets, made after this), every other one closed. A
+    zygote's log, shared by every kernel it forks, must never carry one student's output to
+    another's grading. (A kernel started cold is launched with its streams on /dev/null and keeps
+    only those, `main`: the grader's terminal never receives a byte a kernel chose.)"""
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
@@ -647,8 +654,9 @@ def enter(policy: Policy) -> list[str]:
 def main(argv: list[str]) -> None:
     """``python -m course.grading.sandbox POLICY_JSON -- CMD...``: sandbox, then become CMD."""
     split = argv.index("--")
-    for problem in enter(Policy.from_json(argv[split - 1])):
-        print(f"sandbox: {problem}", file=sys.stderr)
+    enter(Policy.from_json(argv[split - 1]))  # what it could not enforce, `grade` has said
+    # Only the standard streams its starter chose go on (the grader gives a kernel /dev/null).
+    os.closerange(3, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
     command = argv[split + 1 :]
     os.execvp(command[0], command)
 

@@ -7,7 +7,7 @@ forked from one process that imported what every kernel needs once (`serve_all`)
 submission's kernel is then forked from it: a process of its own that no other student's code
 has touched, which starts where a cold kernel would be after those cells.
 What those cells printed is recorded once per version of the source, by the trusted kernel that
-runs the reference solutions (`course.grading.probes.expected_records`, no student code there),
+runs the reference solutions (`course.grading.reference.prefix`, no student code there),
 and copied into each notebook graded warm (`course.grading.execute.GradingExecute`). A kernel
 whose zygote is still starting waits for it (`zygote_socket`): no submission is graded cold to
 record them, and no cold start competes with the starting zygotes for the cores.
@@ -32,8 +32,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import nbformat
+import zmq
+from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
-from traitlets import Unicode
+from traitlets import DottedObjectName, Integer, Type, Unicode
 
 from . import atomic
 from .kernelenv import kernel_env, package_view
@@ -205,10 +207,8 @@ def serve(spec_path: Path) -> None:
             conn, _ = listener.accept()
         except (InterruptedError, TimeoutError):
             continue
-        conn.settimeout(None)
         with conn:
-            request = json.loads(conn.makefile().readline())
-            if os.fork() == 0:
+            if (request := _request(conn)) is not None and os.fork() == 0:
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                 listener.close()
                 # The child answers, once it leads a process group of its own: the grader
@@ -220,6 +220,23 @@ def serve(spec_path: Path) -> None:
                     _become_kernel(request, namespace, count)
                 finally:
                     os._exit(0)
+
+
+REQUEST_LIMIT = 1 << 20  # bytes: a fork request is a line of JSON (an environment, a policy)
+REQUEST_WAIT = 10.0  # seconds a connection may take to send its request
+
+
+def _request(conn: socket.socket) -> dict | None:
+    """The fork request a connection sends, or None for anything else: whatever connects to a
+    zygote (a grader, or something a kernel tricked into connecting) never stops it serving."""
+    conn.settimeout(REQUEST_WAIT)
+    try:
+        line = conn.makefile("rb").readline(REQUEST_LIMIT)
+        request = json.loads(line)
+    except (OSError, ValueError):  # a timeout, a broken line, not JSON
+        return None
+    needed = ("argv", "env", "cwd", "policy")
+    return request if isinstance(request, dict) and all(k in request for k in needed) else None
 
 
 def serve_all(spec_paths: list[Path]) -> None:
@@ -300,8 +317,22 @@ class WarmUp:
 # ---- the grader's side -----------------------------------------------------------------------
 
 
+def zygote_alive(sock_path: str) -> bool:
+    """Whether the zygote at ``sock_path`` still accepts connections (it ignores one that sends
+    no request)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(5.0)
+        try:
+            with _short_path(sock_path) as path:
+                conn.connect(path)
+        except OSError:
+            return False
+    return True
+
+
 def request_fork(sock_path: str, request: dict) -> int:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(ZYGOTE_WAIT)  # a zygote that does not answer: start cold instead
         with _short_path(sock_path) as path:
             conn.connect(path)
         conn.sendall((json.dumps(request) + "\n").encode())
@@ -359,13 +390,36 @@ class ForkedProcess:
         self.send_signal(signal.SIGKILL)
 
 
+class CappedKernelClient(AsyncKernelClient):
+    """A kernel client whose sockets take no message larger than ``max_message``: a kernel can
+    send a frame of any size at no cost of its own (zero-copy), which libzmq would otherwise
+    take in whole; a larger one drops the connection, and the kernel's output stops there. The
+    context is the client's own, as jupyter_client makes it: the manager destroys its context
+    when the kernel is shut down, before nbclient stops the channels, and a heartbeat thread
+    still running on it dies with a traceback on the grader's terminal."""
+
+    max_message = Integer(64 * 2**20, help="bytes: the largest message taken from the kernel")
+
+    def _context_default(self) -> zmq.asyncio.Context:
+        context = super()._context_default()
+        context.setsockopt(zmq.MAXMSGSIZE, self.max_message)
+        return context
+
+
 class SandboxedKernelManager(AsyncKernelManager):
     """Starts the kernel sandboxed (`course.grading.sandbox`): forked from a zygote when
     ``zygote`` names one, else cold through the sandbox launcher."""
 
     zygote = Unicode("", help="socket of the zygote to fork from; empty: start cold")
+    max_message = Integer(64 * 2**20, help="bytes: the largest message taken from the kernel")
     policy = Unicode("", help="the sandbox policy, as JSON")
     view = Unicode("", help="the folder the kernel imports `course` from (`kernelenv`)")
+
+    client_class = DottedObjectName("course.grading.warm.CappedKernelClient")
+    client_factory = Type(klass=CappedKernelClient)
+
+    def client(self, **kwargs) -> CappedKernelClient:
+        return super().client(max_message=self.max_message, **kwargs)
 
     async def _async_launch_kernel(self, kernel_cmd: list[str], **kw) -> None:
         kw["env"] = kernel_env(kw["env"], Path(self.view))
@@ -384,6 +438,9 @@ class SandboxedKernelManager(AsyncKernelManager):
             pid = None
         if pid is None:
             launcher = [sys.executable, "-m", "course.grading.sandbox", self.policy, "--"]
+            # none of the grader's streams: its terminal takes no byte a kernel chose
+            kw.update(stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+            kw.update(stderr=subprocess.DEVNULL)
             return await super()._async_launch_kernel(launcher + kernel_cmd, **kw)
         provisioner = self.provisioner
         provisioner.process = ForkedProcess(pid)

@@ -21,7 +21,6 @@ __all__ = [
     "expect_close",
     "expect_raises",
     "choice",
-    "seeded",
     "expect_runs",
 ]
 
@@ -193,11 +192,6 @@ def choice(answer: Any, options: Sequence[str], name: str) -> str:
     letter = answer.strip().rstrip(").").strip().lower()
     expect(letter in options, f"{name} should be one of {allowed}; it is {answer!r}.")
     return letter
-
-
-def seeded(seed: int) -> torch.Generator:
-    """A CPU random generator with a fixed seed, so hidden inputs are the same on every regrade."""
-    return torch.Generator().manual_seed(seed)
 
 
 def expect_runs(call: Callable[[], Any], name: str, hints: dict[str, str] | None = None) -> Any:

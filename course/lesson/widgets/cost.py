@@ -63,18 +63,20 @@ def make_mlp(width: int, depth: int, seed: int = 0) -> torch.nn.Sequential:
     return model
 
 
-def saved_bytes(model: torch.nn.Module, x: torch.Tensor) -> int:
+def saved_bytes(model: torch.nn.Module, x: torch.Tensor, include_model: bool = False) -> int:
     """Run ``model(x)`` in the current grad mode; return the bytes autograd keeps for backward.
 
-    Counts each saved storage once (ReLU's output is saved by ReLU and by the next Linear) and
-    leaves out the model's parameters and buffers, which are in memory whatever the mode.
+    Each storage counts once, however many operations keep it: a ReLU keeps its output, and the
+    Linear after it keeps the same tensor as its input. A Linear whose input requires grad also
+    keeps its weight; the model's parameters and buffers are in memory whatever the mode, so they
+    are left out unless ``include_model`` is true.
     """
     own = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers()]}
     kept: dict[int, int] = {}
 
     def pack(t: torch.Tensor) -> torch.Tensor:
         storage = t.untyped_storage()
-        if storage.data_ptr() not in own:
+        if include_model or storage.data_ptr() not in own:
             kept[storage.data_ptr()] = storage.nbytes()
         return t
 

@@ -63,6 +63,12 @@ def tangent_data(f: Function, x0: float, lo: float, hi: float, points: int = 201
     return TangentData(xs.tolist(), ys, float(x0), y0, slope, tangent)
 
 
+def _shown(value: float) -> float:
+    """``value`` as it is printed: -0.0 (the slope of exp(−x²) at 0, for one) becomes 0.0, so
+    no readout says "-0"."""
+    return value + 0.0
+
+
 def plot_tangent(data: TangentData, ax=None, name: str = "f(x)"):
     """The curve (labelled ``name``), the point (x0, f(x0)) and the tangent line through it."""
     if ax is None:
@@ -76,7 +82,7 @@ def plot_tangent(data: TangentData, ax=None, name: str = "f(x)"):
         "--",
         color=PALETTE["orange"],
         linewidth=2,
-        label=f"tangent, slope {data.slope:.4g}",
+        label=f"tangent, slope {_shown(data.slope):.4g}",
     )
     ax.plot(
         [data.x0],
@@ -84,7 +90,7 @@ def plot_tangent(data: TangentData, ax=None, name: str = "f(x)"):
         "o",
         color=PALETTE["vermillion"],
         markersize=8,
-        label=f"x = {data.x0:.3g}",
+        label=f"x = {_shown(data.x0):.3g}",
     )
     # Keep the curve in view: a steep tangent would otherwise squash it.
     finite = [y for y in data.ys if math.isfinite(y)]
@@ -93,7 +99,9 @@ def plot_tangent(data: TangentData, ax=None, name: str = "f(x)"):
     ax.set_ylim(low - pad, high + pad)
     ax.set_xlim(data.xs[0], data.xs[-1])
     ax.axhline(0, color="#999999", linewidth=0.8)
-    ax.set_title(f"Tangent to {name} at x = {data.x0:.3g}: slope = {data.slope:.4g}")
+    ax.set_title(
+        f"Tangent to {name} at x = {_shown(data.x0):.3g}: slope = {_shown(data.slope):.4g}"
+    )
     ax.set_xlabel("x")
     ax.set_ylabel("f(x)")
     ax.legend(loc="best", fontsize="small")
@@ -103,9 +111,9 @@ def plot_tangent(data: TangentData, ax=None, name: str = "f(x)"):
 def readout(data: TangentData) -> str:
     """The numbers in the plot as text: the point, the value and the slope."""
     return (
-        f"x      = {data.x0:.4g}\n"
-        f"f(x)   = {data.y0:.6g}\n"
-        f"slope  = {data.slope:.6g}   (df/dx from backward())"
+        f"x      = {_shown(data.x0):.4g}\n"
+        f"f(x)   = {_shown(data.y0):.6g}\n"
+        f"slope  = {_shown(data.slope):.6g}   (df/dx from backward())"
     )
 
 
