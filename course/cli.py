@@ -8,6 +8,8 @@ import signal
 import sys
 from pathlib import Path
 
+from .pipe import stdout_reader_may_go
+
 # Heavy modules (torch, nbgrader, nbformat's validator) are imported by the commands that use
 # them: --help and a mistyped command answer at once.
 
@@ -62,7 +64,11 @@ def _parser() -> argparse.ArgumentParser:
         "--binder", metavar="OWNER/REPO", help="the GitHub repository of the copy: a Binder badge"
     )
 
-    commands.add_parser("lab", help="JupyterLab on the course (formgrader in the Nbgrader menu)")
+    commands.add_parser(
+        "lab",
+        help="JupyterLab on the course (formgrader in the Nbgrader menu)",
+        usage="python -m course lab [JupyterLab's options, e.g. --port 8899 --no-browser]",
+    )
 
     commands.add_parser("backup", help="keep a copy of gradebook.db in .course/backups/ now")
     rst = commands.add_parser(
@@ -76,6 +82,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     dem.add_argument("--scratch", type=Path, help="scratch directory (default: .demo/)")
     return parser
+
+
+def _asked(args) -> dict:
+    """The assignments and students a command was asked for: the rows its table shows."""
+    return {"assignments": args.assignments, "students": args.students}
 
 
 def _grade(course, args) -> int:
@@ -95,17 +106,15 @@ def _grade(course, args) -> int:
             course,
             args.assignments,
             args.students,  # checked before the backup (`_check_request`)
-            on_start=bar.start,
-            on_outcome=lambda o: bar.update(o.status == batch.FAILED),
-            on_phase=bar.phase,
             workers=args.workers,
+            **bar.callbacks(),
         )
     except batch.Interrupted as stopped:
         bar.close()
         print(stopped, file=sys.stderr)
         return EXIT_INTERRUPTED
     bar.close()
-    publish(course, outcomes, args.out or course.root / GRADES_DIR)
+    publish(course, outcomes, args.out or course.root / GRADES_DIR, **_asked(args))
     print(batch.summary(outcomes))
     return batch.exit_status(outcomes)
 
@@ -156,7 +165,7 @@ def _run(course, args) -> int:
 
         released, by_hand = returns.return_feedback(course, args.assignments, args.students)
         print(returns.summary(course, released, by_hand))
-        publish(course, [], args.out or course.root / GRADES_DIR)
+        publish(course, [], args.out or course.root / GRADES_DIR, **_asked(args))
     elif args.command == "export":
         from .report import publish
 
@@ -179,7 +188,7 @@ def _run(course, args) -> int:
     elif args.command == "lab":
         from .lab import run_lab
 
-        run_lab(course)
+        run_lab(course, args.options)
     elif args.command == "demo":
         from .demo import run_demo
 
@@ -188,7 +197,16 @@ def _run(course, args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    with stdout_reader_may_go():  # `python -m course export | head` does all its work
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
+    parser = _parser()
+    args, options = parser.parse_known_args(argv)
+    if options and args.command != "lab":  # only lab passes options on (to JupyterLab)
+        parser.error(f"unrecognized arguments: {' '.join(options)}")
+    args.options = options
     from .grading.coursedir import Course, CourseError, CourseTrouble
     from .grading.resume import STOP_SIGNALS
 
@@ -197,8 +215,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         course = Course.at(args.course)
-        if args.command not in WRITES_GRADEBOOK:
-            return _run(course, args)
+        if args.command not in WRITES_GRADEBOOK or getattr(args, "list", False):
+            return _run(course, args)  # `restore --list` only reads
         from .grading import gradebook
 
         with gradebook.exclusive(course, args.command):

@@ -10,6 +10,7 @@ from pathlib import Path
 from . import release, report
 from .grading import batch
 from .grading.coursedir import CONFIG_FILE, Course
+from .progress import Progress
 from .submission import (
     answer_file,
     answer_names,
@@ -73,18 +74,25 @@ def make_scratch_course(repo: Course, scratch: Path) -> Course:
     return Course.at(scratch)
 
 
-def run_demo(repo: Course, scratch: Path, log=print) -> list[batch.Outcome]:
-    """Release, hand in for the demo class, grade, and report where everything went; the last
-    line counts the statuses, as `grade` does."""
+def run_demo(
+    repo: Course, scratch: Path, log=print, bar: Progress | None = None
+) -> list[batch.Outcome]:
+    """Release, hand in for the demo class, grade (with `grade`'s progress bar, ``bar``), and
+    report where everything went; the last line counts the statuses, as `grade` does."""
     course = make_scratch_course(repo, scratch)
     log(f"Scratch course: {course.root}")
+    log("Releasing the assignments (each reference solution runs its hidden tests once)")
     assignments = release.release(course, [])
     log(f"Released {len(assignments)} assignments to {course.root / 'release'}")
     for student, what in DEMO_CLASS.items():
         log(f"  {student:5} {what}")
         for assignment in assignments:
             hand_in(course, student, assignment)
-    outcomes = batch.grade(course, assignments, students=DEMO_CLASS, workers=os.cpu_count() or 1)
+    bar = bar or Progress()
+    outcomes = batch.grade(
+        course, assignments, DEMO_CLASS, workers=os.cpu_count() or 1, **bar.callbacks()
+    )
+    bar.close()
     log("")
     report.publish(course, outcomes, course.root / "grades", log)
     log(batch.summary(outcomes))

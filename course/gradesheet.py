@@ -22,6 +22,11 @@ from nbgrader.api import Gradebook, MissingEntry
 
 from .grading.batch import GRADED, MISSING, Outcome
 from .grading.handin import printable
+from .grading.words import counted
+
+# No student can have handed it in: not in the exchange, and nobody handed it in.
+UNRELEASED = "unreleased"
+NOT_RELEASED = "not released: not in the exchange, and nobody handed it in"
 
 STATUS_FILE = "gradebook-status.json"  # beside gradebook.db: the last grading run's statuses
 
@@ -119,11 +124,15 @@ def read_statuses(gradebook: Path) -> dict[tuple[str, str], dict]:
         return {}
 
 
-def rows_for(outcomes: list[Outcome], gb: Gradebook, gradebook: Path) -> list[Row]:
+def rows_for(
+    outcomes: list[Outcome], gb: Gradebook, gradebook: Path, handed_out: set[str]
+) -> list[Row]:
     """The sheet: a row for every student and assignment of the gradebook (as nbgrader's export
     has), with the status of ``outcomes`` where they graded, else the kept status of an earlier
     run while it still describes the gradebook's submission, else what the gradebook says (graded
-    or missing); every row's numbers from the gradebook. The statuses are kept again."""
+    or missing); every row's numbers from the gradebook. No submission of an assignment that
+    is neither in ``handed_out`` nor in the gradebook's submissions is `UNRELEASED`, not
+    missing. The statuses are kept again."""
     chosen = {}
     for a in gb.assignments:
         for s in gb.students:
@@ -134,20 +143,32 @@ def rows_for(outcomes: list[Outcome], gb: Gradebook, gradebook: Path) -> list[Ro
             chosen[key] = kept
     for o in outcomes:
         chosen[(o.assignment, o.student)] = {"status": o.status, "detail": o.detail}
+    nobody_has = {
+        a.name for a in gb.assignments if a.name not in handed_out and not a.num_submissions
+    }
+    for (assignment, _), kept in chosen.items():
+        if kept["status"] == MISSING and assignment in nobody_has:
+            kept.update(status=UNRELEASED, detail=NOT_RELEASED)
     rows = [
         fill_numbers(Row(assignment, student, kept["status"], kept["detail"]), gb)
         for (assignment, student), kept in sorted(chosen.items())
     ]
-    # A failure of the grader's own says nothing about the work: only this run's sheet shows it.
+    # A failure of the grader's own says nothing about the work: only this run's sheet shows it;
+    # nor is "unreleased" a run's finding: it ends when the assignment is released.
     faults = {(o.assignment, o.student) for o in outcomes if o.grader_fault}
     keep = [
         {"assignment": r.assignment, "student": r.student_id, "status": r.status,
          "detail": r.detail, "seen": _fingerprint(gb, r.assignment, r.student_id)}
         for r in rows
-        if (r.assignment, r.student_id) not in faults
+        if (r.assignment, r.student_id) not in faults and r.status != UNRELEASED
     ]  # fmt: skip
     _status_path(gradebook).write_text(json.dumps(keep, indent=1))
     return rows
+
+
+def released_rows(rows: list[Row]) -> list[Row]:
+    """The rows of assignments students can have (what a grade file or a total counts)."""
+    return [r for r in rows if r.status != UNRELEASED]
 
 
 def _number(value: float | None) -> str:
@@ -188,7 +209,7 @@ def format_table(rows: list[Row]) -> str:
         if r.late:
             notes.append(f"late by {r.late} (penalty {r.late_penalty:g})")
         if r.to_grade:
-            notes.append(f"{len(r.to_grade)} written answer(s) to grade by hand")
+            notes.append(f"{counted(len(r.to_grade), 'written answer')} to grade by hand")
         fields = (r.assignment, r.student_id, r.status, score, "; ".join(filter(None, notes)))
         lines.append(tuple(printable(field, 400) for field in fields))
     widths = [max(len(line[i]) for line in lines) for i in range(4)]
@@ -200,7 +221,9 @@ def format_table(rows: list[Row]) -> str:
 
 def write_canvas_csv(rows: list[Row], gb: Gradebook, path: Path) -> Path:
     """Canvas's gradebook-import CSV: a student per line (matched on SIS User ID / SIS Login
-    ID, here the nbgrader student id), a column per assignment, a "Points Possible" line."""
+    ID, here the nbgrader student id), a column per released assignment, a "Points Possible"
+    line."""
+    rows = released_rows(rows)
     assignments = sorted({r.assignment for r in rows})
     scores = {(r.assignment, r.student_id): r.score for r in rows}
     maxima = {r.assignment: r.max_score for r in rows}
@@ -225,8 +248,9 @@ def write_canvas_csv(rows: list[Row], gb: Gradebook, path: Path) -> Path:
 def write_moodle_csvs(rows: list[Row], folder: Path) -> Path:
     """Moodle's grade import takes one grade item per file: ``<assignment>.csv`` per assignment
     in ``folder``, a student per line matched on "Username" (here the nbgrader student id), the
-    points in a column named after the assignment. Files of assignments no longer in the
-    gradebook are removed."""
+    points in a column named after the assignment. Only released assignments have one: the
+    files of others (unreleased, or no longer in the gradebook) are removed."""
+    rows = released_rows(rows)
     folder.mkdir(parents=True, exist_ok=True)
     assignments = sorted({r.assignment for r in rows})
     for old in folder.glob("*.csv"):

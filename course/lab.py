@@ -11,7 +11,8 @@ import os
 import sys
 from pathlib import Path
 
-from .grading.coursedir import Course
+from .grading import gradebook
+from .grading.coursedir import Course, exchange_root
 
 
 def first_notebook(course: Course) -> str:
@@ -40,9 +41,12 @@ def lab_environment() -> dict[str, str]:
     return {**os.environ, "PATH": os.pathsep.join([bindir, os.environ.get("PATH", os.defpath)])}
 
 
-def run_lab(course: Course) -> None:
-    """Become JupyterLab on the course (the course-local exchange made first)."""
-    (course.root / "exchange").mkdir(exist_ok=True)
-    command = lab_command(course)
+def run_lab(course: Course, options: list[str]) -> None:
+    """Become JupyterLab on the course, with JupyterLab's ``options``: the configured exchange
+    made first (formgrader warns without it), and the course marked as served by a lab while
+    it runs (`course.grading.gradebook.hold_for_lab`: restore waits for it to end)."""
+    exchange_root(course.config()).mkdir(parents=True, exist_ok=True)
+    gradebook.hold_for_lab(course)
+    command = lab_command(course, *options)
     os.chdir(course.root)
     os.execve(command[0], command, lab_environment())

@@ -49,6 +49,16 @@ class Progress:
         self.failures += int(failed)
         self._show()
 
+    def callbacks(self) -> dict:
+        """The keyword arguments of `course.grading.batch.grade` that drive this bar."""
+        from .grading.batch import FAILED
+
+        return {
+            "on_start": self.start,
+            "on_phase": self.phase,
+            "on_outcome": lambda outcome: self.update(outcome.status == FAILED),
+        }
+
     def close(self) -> None:
         if self.enabled:
             self.stream.write("\n")

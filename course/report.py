@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,7 @@ from .grading.feedback import short_error  # noqa: E402
 from .lesson.widgets.base import PALETTE  # noqa: E402
 
 TOP_MESSAGES = 5
+MARK_SCHEME = re.compile(r"=== BEGIN MARK SCHEME ===\n(.*?)=== END MARK SCHEME ===", re.S)
 
 
 @dataclass
@@ -105,6 +107,35 @@ def _histogram(assignment: str, tests: dict[str, TestSummary]) -> str:
     return base64.b64encode(buffer.getvalue()).decode()
 
 
+def mark_schemes(course: Course, assignment: str) -> dict[str, str]:
+    """The mark scheme of each written answer of ``assignment``, by "notebook: grade id": the
+    text its source cell holds between nbgrader's mark-scheme delimiters (which release strips,
+    so neither students nor formgrader see it)."""
+    found = {}
+    for path in sorted((course.root / "source" / assignment).glob("*.ipynb")):
+        for cell in nbformat.read(path, as_version=4).cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if scheme := MARK_SCHEME.search(cell.source):
+                found[f"{path.stem}: {meta.get('grade_id')}"] = scheme[1].strip()
+    return found
+
+
+def _mark_schemes(course: Course, waiting: list[tuple[str, str]]) -> list[str]:
+    """The report's mark scheme of each written answer waiting for a grader."""
+    schemes = {assignment: mark_schemes(course, assignment) for assignment, _ in waiting}
+    shown = [(a, cell, schemes[a][cell]) for a, cell in waiting if cell in schemes[a]]
+    if not shown:
+        return []
+    return [
+        "<h3>Mark schemes</h3><p>From the source notebooks, where each follows its reference "
+        "answer (formgrader does not show them).</p>",
+        *(
+            f"<h4>{html.escape(a)} / {html.escape(cell)}</h4><pre>{html.escape(scheme)}</pre>"
+            for a, cell, scheme in shown
+        ),
+    ]
+
+
 def _totals(rows: list[Row]) -> list[tuple[str, float, float, int]]:
     """Per student: points, points available and assignments without a grade."""
     totals: dict[str, list] = defaultdict(lambda: [0.0, 0.0, 0])
@@ -126,16 +157,21 @@ def write_report(
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>Grading report</title>",
         "<style>body{font-family:sans-serif;max-width:60em;margin:auto}"
         "td,th{padding:2px 8px;text-align:left;vertical-align:top}"
-        "td{overflow-wrap:anywhere}</style></head><body>",
+        # long messages wrap anywhere; a name (a test's grade id) never inside a word
+        "td{overflow-wrap:anywhere}td.name{white-space:nowrap}pre{white-space:pre-wrap}"
+        "</style></head><body>",
         "<h1>Grading report</h1><h2>Statuses</h2><table><tr><th>assignment</th>",
     ]
     statuses = list(STATUSES)
     parts += [f"<th>{s}</th>" for s in statuses] + ["</tr>"]
-    counts = Counter((r.assignment, r.status) for r in rows)
-    for assignment in dict.fromkeys(r.assignment for r in rows):
+    released = gradesheet.released_rows(rows)
+    counts = Counter((r.assignment, r.status) for r in released)
+    for assignment in dict.fromkeys(r.assignment for r in released):
         cells = "".join(f"<td>{counts[(assignment, s)]}</td>" for s in statuses)
         parts.append(f"<tr><td>{esc(assignment)}</td>{cells}</tr>")
     parts.append("</table>")
+    if unreleased := not_released(rows):
+        parts.append(f"<p>{esc(unreleased)}; not counted in the totals.</p>")
 
     def listed(heading: str, items: list[str]) -> None:
         if items:
@@ -178,13 +214,14 @@ def write_report(
             for r, cell in waiting
         ]
         parts.append("</ul>")
+        parts += _mark_schemes(course, sorted({(r.assignment, cell) for r, cell in waiting}))
     parts.append(
         "<h2>Students</h2><table><tr><th>student</th><th>points</th>"
         "<th>of</th><th>assignments without a grade</th></tr>"
     )
     parts += [
         f"<tr><td>{esc(student)}</td><td>{points:g}</td><td>{available:g}</td><td>{none}</td></tr>"
-        for student, points, available, none in _totals(rows)
+        for student, points, available, none in _totals(released)
     ]
     parts.append("</table>")
     for assignment, tests in summarize(course, rows, gb).items():
@@ -204,7 +241,7 @@ def write_report(
                 f"{n}&times; {esc(m)}" for m, n in t.messages.most_common(TOP_MESSAGES)
             )
             parts.append(
-                f"<tr><td>{esc(grade_id)}</td><td>{full}/{len(t.scores)}</td>"
+                f"<tr><td class='name'>{esc(grade_id)}</td><td>{full}/{len(t.scores)}</td>"
                 f"<td>{mean:.2f}/{t.max_score:g}</td><td>{top}</td></tr>"
             )
         parts.append("</table>")
@@ -212,6 +249,17 @@ def write_report(
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(parts), encoding="utf-8")
     return path
+
+
+def _stale(shown: exchange.Released | None, score: float | None) -> str | None:
+    """Why the released feedback no longer shows the gradebook's score, or None."""
+    if shown is None or score is None:
+        return None
+    if shown.earlier:  # the graded submission's own page was never released
+        return f"released feedback is of an earlier submission ({shown.score:g}): out of date"
+    if abs(shown.score - score) > 0.01:  # a regrade, a manual score, a late penalty since
+        return f"released feedback says {shown.score:g}: out of date"
+    return None
 
 
 def annotate(course: Course, rows: list[Row]) -> dict[str, list[str]]:
@@ -228,9 +276,8 @@ def annotate(course: Course, rows: list[Row]) -> dict[str, list[str]]:
         folder = course.root / "submitted" / r.student_id / r.assignment
         if folder.is_dir() and not (folder / "timestamp.txt").is_file():
             r.notes.append(returns.NO_TIMESTAMP)
-        shown = exchange.released_score(course, r.assignment, r.student_id)
-        if shown is not None and r.score is not None and abs(shown - r.score) > 0.01:
-            r.notes.append(f"released feedback says {shown:g}: out of date")
+        if note := _stale(exchange.released(course, r.assignment, r.student_id), r.score):
+            r.notes.append(note)
             stale[r.assignment].append(r.student_id)
     return stale
 
@@ -240,26 +287,57 @@ def refresh_command(assignment: str, students: list[str]) -> str:
     return f"python -m course feedback {assignment} " + " ".join(f"--student {s}" for s in students)
 
 
-def publish(course: Course, outcomes: list[Outcome], out: Path, log=print) -> list[Row]:
+def _rows_asked(
+    rows: list[Row], assignments: list[str] | None, students: list[str] | None
+) -> list[Row]:
+    """The rows of ``assignments`` (default: every released one) and ``students`` (default:
+    all)."""
+    if assignments is None:
+        rows = gradesheet.released_rows(rows)
+    return [
+        r
+        for r in rows
+        if (assignments is None or r.assignment in assignments)
+        and (students is None or r.student_id in students)
+    ]
+
+
+def not_released(rows: list[Row]) -> str:
+    """The line that names the assignments no student has yet ('' when there is none)."""
+    names = sorted({r.assignment for r in rows if r.status == gradesheet.UNRELEASED})
+    return f"Not released yet (no student has them): {', '.join(names)}" if names else ""
+
+
+def publish(
+    course: Course,
+    outcomes: list[Outcome],
+    out: Path,
+    log=print,
+    assignments: list[str] | None = None,
+    students: list[str] | None = None,
+) -> list[Row]:
     """Recompute the late penalties (a score may have changed since), update the grade sheet in
     ``out`` (a row per student and assignment of the gradebook, numbers from it, statuses of
     ``outcomes`` or of earlier runs), write the Canvas and Moodle CSVs and the report beside it,
-    print the table and where things are, and return the sheet's rows."""
+    print the table of what was asked (the rows of ``assignments``, default every released one,
+    and of ``students``, default all) and where things are, and return the sheet's rows."""
     late.reassess(course)
     sheet = out / "grades.csv"
     with course.api().gradebook as gb:
-        rows = gradesheet.rows_for(outcomes, gb, course.gradebook)
+        rows = gradesheet.rows_for(outcomes, gb, course.gradebook, exchange.handed_out(course))
         stale = annotate(course, rows)
         gradesheet.write_csv(rows, sheet)
         canvas = gradesheet.write_canvas_csv(rows, gb, out / "canvas.csv")
         moodle = gradesheet.write_moodle_csvs(rows, out / "moodle")
         report = write_report(course, rows, gb, out / "report.html", stale)
-    log(gradesheet.format_table(rows))
+    log(gradesheet.format_table(_rows_asked(rows, assignments, students)))
     log("")
-    for assignment, students in stale.items():
+    if assignments is None and (unreleased := not_released(rows)):
+        log(unreleased)
+    for assignment, behind in stale.items():
         log(
-            f"Released feedback of {assignment} is out of date for {', '.join(students)}: "
-            f"{refresh_command(assignment, students)}"
+            f"Released feedback of {assignment} is out of date for {', '.join(behind)}: "
+            f"{refresh_command(assignment, behind)}"
         )
     log(f"Grades (CSV): {sheet}")
     log(f"Grades for Canvas (CSV): {canvas}")

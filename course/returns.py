@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from .grading import late
 from .grading.coursedir import Course, CourseError
+from .grading.words import counted
 
 # How lateness is judged without nbgrader's timestamp (a hand-in).
 NO_TIMESTAMP = (
@@ -50,7 +51,7 @@ def return_feedback(
 
 def summary(course: Course, released: list, by_hand: list) -> str:
     """What `feedback` did, and where the pages of hand-ins are to pass on."""
-    lines = [f"feedback regenerated and released for {len(released)} submissions"]
+    lines = [f"feedback regenerated and released for {counted(len(released), 'submission')}"]
     lines += [
         f"{student}'s {assignment} was handed in by hand: give them "
         f"{course.root / 'feedback' / student / assignment}/ (the exchange cannot deliver it)"

@@ -21,6 +21,8 @@ from .lab import first_notebook
 STUDENT_PACKAGES = ["torch", "nbgrader", "jupyterlab", "ipywidgets", "matplotlib", "nbclient",
                     "nbformat"]  # fmt: skip
 CONDA_NAMES = {"torch": "pytorch-cpu"}
+# requirements.txt pins torch's CPU build on Linux, which only PyTorch's CPU index has.
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
 # nbgrader's menu, its instructor tools and the exchange views, which mean nothing on Binder:
 # off, and locked so that Settings > Plugin Manager cannot turn them back on. The Validate
@@ -80,9 +82,11 @@ Four short lessons on PyTorch autograd, each with exercises you can check yourse
 {binder}
 ## Working on a notebook
 
-- Open it in JupyterLab (on Binder, or locally: `pip install -r requirements.txt`,
-  `pip install -e .`, then `jupyter lab`), run the cells from the top (Run > Run All Cells), and
-  fill in every cell that says `YOUR CODE HERE`.
+- Open it in JupyterLab (on Binder, or locally:
+  `pip install --extra-index-url {torch_index} -r requirements.txt` (PyTorch's
+  CPU build; on Linux PyPI has only the CUDA build, several GB), `pip install -e .`, then
+  `jupyter lab`), run the cells from the top (Run > Run All Cells), and fill in every cell that
+  says `YOUR CODE HERE`.
 - After each exercise comes a test cell: run it to check your answer. A message tells you what is
   wrong. More tests run when your notebook is graded, so a passing test cell is a good sign, not a
   promise.
@@ -113,9 +117,11 @@ def student_requirements(requirements: str) -> str:
         for line in requirements.splitlines()
         if re.split(r"[=<>~ ]", line.strip(), maxsplit=1)[0].lower() in STUDENT_PACKAGES
     ]
-    return "# What the notebooks need, pinned as in the course's own environment.\n" + "\n".join(
-        wanted + [""]
+    head = (
+        "# What the notebooks need, pinned as in the course's own environment. PyTorch's CPU\n"
+        f"# build: pip install --extra-index-url {TORCH_CPU_INDEX} -r requirements.txt\n"
     )
+    return head + "\n".join(wanted + [""])
 
 
 def student_environment(environment: str) -> str:
@@ -187,5 +193,7 @@ def build_student_copy(course: Course, dest: Path, binder: str | None = None) ->
     postbuild = dest / "postBuild"
     postbuild.write_text(student_postbuild((root / "postBuild").read_text()))
     postbuild.chmod(0o755)
-    (dest / "README.md").write_text(README.format(binder=f"\n{badge}\n" if badge else ""))
+    (dest / "README.md").write_text(
+        README.format(binder=f"\n{badge}\n" if badge else "", torch_index=TORCH_CPU_INDEX)
+    )
     return dest

@@ -163,6 +163,36 @@ def points(assignment: str, prefix: str = "", kind: str = "code") -> float:
     return total
 
 
+def grade_ids(assignment: str, kind: str = "code") -> list[str]:
+    """The grade ids of the assignment's graded cells of ``kind`` ("code": autograded tests),
+    read from its source notebooks."""
+    return [
+        cell.metadata["nbgrader"]["grade_id"]
+        for path in sorted((REPO / "source" / assignment).glob("*.ipynb"))
+        for cell in nbformat.read(path, as_version=4).cells
+        if cell.cell_type == kind and cell.metadata.get("nbgrader", {}).get("grade")
+    ]
+
+
+def essay_cell(assignment: str) -> tuple[str, float]:
+    """The grade id and points of the assignment's first written answer (a graded markdown
+    cell), read from its source notebook."""
+    for cell in nbformat.read(REPO / "source" / assignment / f"{assignment}.ipynb", 4).cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "markdown" and meta.get("grade"):
+            return meta["grade_id"], float(meta["points"])
+    raise AssertionError(f"{assignment} has no written answer")
+
+
+def with_essay(nb: nbformat.NotebookNode, assignment: str, text: str) -> nbformat.NotebookNode:
+    """``nb`` (a submission of ``assignment``) with ``text`` as its written answer."""
+    essay, _ = essay_cell(assignment)
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == essay:
+            cell.source = text
+    return nb
+
+
 def copy_course(dest: Path, with_release: bool = False) -> Course:
     """A scratch course directory with the repo's config, sources and answer fixtures, released
     when asked."""

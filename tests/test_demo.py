@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import html
+import io
 import re
 
 import pytest
@@ -11,17 +12,40 @@ import pytest
 from course import demo
 from course.grading import batch
 from course.grading.coursedir import Course
+from course.progress import Progress
 from course_testing import CONTRACT, REPO, secret_lines
 
 LAST = list(CONTRACT)[1:]
+
+
+class Terminal(io.StringIO):
+    """What `make demo` writes its progress bar to."""
+
+    def isatty(self):
+        return True
+
+
+TERMINAL = Terminal()
 
 
 @pytest.fixture(scope="module")
 def demo_run(tmp_path_factory):
     scratch = tmp_path_factory.mktemp("demo") / "course"
     printed = []
-    outcomes = demo.run_demo(Course.at(REPO), scratch, log=printed.append)
+    outcomes = demo.run_demo(Course.at(REPO), scratch, printed.append, Progress(stream=TERMINAL))
     return scratch, {(o.assignment, o.student): o for o in outcomes}, "\n".join(printed)
+
+
+def test_the_demo_shows_its_grading_progress(demo_run):
+    """`make demo` grades for minutes: it shows `grade`'s bar, with what it is doing first."""
+    _, outcomes, printed = demo_run
+    assert printed.splitlines()[1].startswith("Releasing the assignments")
+    shown = TERMINAL.getvalue().split("\r\033[K")
+    total = len(CONTRACT) * len(demo.DEMO_CLASS)
+    assert any("checking the reference solutions' records" in line for line in shown), shown
+    failed = sum(o.status == batch.FAILED for o in outcomes.values())
+    assert shown[-1].startswith(f"[{'#' * 24}] {total}/{total} graded, {failed} failed"), shown
+    assert [f" {n}/{total} graded" in "".join(shown) for n in range(1, total + 1)] == [True] * total
 
 
 def test_every_student_has_a_row_per_assignment(demo_run):

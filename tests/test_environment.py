@@ -5,7 +5,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 import yaml
+from packaging.requirements import Requirement
+from packaging.version import Version
 
 from course_testing import REPO
 
@@ -20,14 +23,19 @@ PIP_ONLY = {
 
 
 def pip_pins(text: str) -> dict[str, str]:
-    pins = {}
+    """Each package's pinned release (a build's local label, as torch's ``+cpu``, left out): one
+    per package, also when it has a line per platform."""
+    pins: dict[str, str] = {}
     for line in text.splitlines():
         line = line.split("#")[0].strip()
         if not line:
             continue
-        match = re.fullmatch(r"([A-Za-z0-9_.\-]+)==([\w.]+)", line)
-        assert match, f"not an exact pin: {line!r}"
-        pins[match[1].lower()] = match[2]
+        requirement = Requirement(line)
+        (pin,) = requirement.specifier
+        assert pin.operator == "==", f"not an exact pin: {line!r}"
+        release = Version(pin.version).public
+        name = requirement.name.lower()
+        assert pins.setdefault(name, release) == release, f"{name} pinned to two releases"
     return pins
 
 
@@ -72,7 +80,10 @@ def test_environment_yml_agrees_with_requirements():
 
 
 def test_the_agreement_check_catches_drift():
-    requirements = "torch==2.13.0\nnbgrader==0.9.6\npytest==9.0.1\n"
+    requirements = (
+        'torch==2.13.0+cpu ; sys_platform == "linux"\ntorch==2.13.0 ; sys_platform != "linux"\n'
+        "nbgrader==0.9.6\npytest==9.0.1\n"
+    )
     good = (
         "channels: [conda-forge]\ndependencies: [python=3.11, pytorch-cpu=2.13.0, nbgrader=0.9.6]\n"
     )
@@ -85,6 +96,10 @@ def test_the_agreement_check_catches_drift():
     assert any("CUDA" in p for p in disagreements(requirements, cuda))
     wrong_python = good.replace("python=3.11", "python=3.12")
     assert any("python=3.11" in p for p in disagreements(requirements, wrong_python))
+    with pytest.raises(AssertionError, match="torch pinned to two releases"):
+        pip_pins(requirements.replace("torch==2.13.0 ;", "torch==2.12.0 ;"))
+    with pytest.raises(AssertionError, match="not an exact pin"):
+        pip_pins("nbgrader>=0.9\n")
 
 
 def test_requirements_pin_the_stack():

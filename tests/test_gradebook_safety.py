@@ -163,3 +163,13 @@ def test_a_second_run_on_the_same_course_is_refused_while_the_first_holds_it(cou
         assert f"another run is in progress on this course (`grade`, pid {os.getpid()}" in line
         assert (course.root / "grades" / "grades.csv").read_text() == SHEET
     assert _cli(course, "export").returncode == 0  # released when the holder ends
+
+
+def test_restore_list_only_reads_so_it_answers_during_a_run(course):
+    kept = gradebook.backup(course, "test")
+    with gradebook.exclusive(course, "grade"):
+        listed = _cli(course, "restore", "--list")
+        assert listed.returncode == 0, listed.stdout + listed.stderr
+        assert listed.stdout.split() == [kept.name]
+        refused = _cli(course, "restore")  # the known-bad case: restoring writes
+        assert refused.returncode == 3 and "another run is in progress" in refused.stderr

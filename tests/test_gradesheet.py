@@ -11,10 +11,11 @@ import json
 
 import pytest
 
-from course import exchange, report
+from course import exchange, report, returns
 from course.gradesheet import (
     FIELDS,
     STATUS_FILE,
+    UNRELEASED,
     Row,
     _late,
     format_table,
@@ -24,6 +25,7 @@ from course.gradesheet import (
 )
 from course.grading import late
 from course.grading.batch import FAILED, GRADED, MISSING, PARTIAL, Outcome
+from course.grading.words import counted
 from course_testing import copy_course
 
 DUE = datetime.datetime(2031, 1, 15, 12, 0)
@@ -52,7 +54,8 @@ def course(tmp_path):
 def _rows(course, outcomes=()):
     with course.api().gradebook as gb:
         return {
-            (r.assignment, r.student_id): r for r in rows_for(list(outcomes), gb, course.gradebook)
+            (r.assignment, r.student_id): r
+            for r in rows_for(list(outcomes), gb, course.gradebook, exchange.handed_out(course))
         }
 
 
@@ -102,8 +105,10 @@ def test_rows_are_a_function_of_the_gradebook(course):
     status file stop the sheet."""
     with course.api().gradebook as gb:
         gb.add_assignment("01_typo")
-    assert ("01_typo", "ada") in _rows(course)
-    assert _rows(course)[("01_typo", "ada")].status == MISSING
+        gb.add_student("cara")
+    rows = _rows(course)
+    assert rows[("01_typo", "ada")].status == UNRELEASED, "nobody can have it"
+    assert rows[("01", "cara")].status == MISSING, "classmates handed 01 in: cara did not"
     with course.api().gradebook as gb:
         gb.remove_assignment("01_typo")
     assert {a for a, _ in _rows(course)} == {"01"}
@@ -149,12 +154,59 @@ def test_released_feedback_that_differs_from_the_gradebook_is_named(course):
     assert report.refresh_command("01", ["ada"]) == "python -m course feedback 01 --student ada"
 
 
+def _release_page(course, secret: str, score: float) -> None:
+    """What `nbgrader release_feedback` leaves in the exchange for a submission's notebook."""
+    released = course.root / "exchange" / "autograd-course" / "feedback"
+    released.mkdir(parents=True, exist_ok=True)
+    page = released / f"{exchange.notebook_hash(secret=secret, notebook_id='nb')}.html"
+    page.write_text(f"<h4>nb (Score: {score:.2f} / {AUTO + WRITTEN})</h4>")
+
+
+def test_feedback_released_for_an_earlier_submission_is_named(course):
+    """ada resubmitted after her feedback was released; the new version is graded: what she
+    fetches is still the earlier page, whatever its score."""
+    inbound = course.root / "exchange" / "autograd-course" / "inbound"
+    for stamp, secret in (("10:00", "first"), ("11:00", "second")):
+        folder = inbound / f"ada+01+2031-01-15 {stamp}:00.000000 UTC+{secret}"
+        folder.mkdir(parents=True)
+        (folder / "nb.ipynb").write_text("{}")
+        (folder / "submission_secret.txt").write_text(secret)
+    collected = course.root / "submitted" / "ada" / "01"
+    collected.mkdir(parents=True)
+    (collected / "timestamp.txt").write_text("2031-01-15 11:00:00.000000 UTC")
+    graded = course.root / "feedback" / "ada" / "01"
+    graded.mkdir(parents=True)
+    (graded / "submission_secret.txt").write_text("second")  # the version graded now
+    (graded / "nb.html").write_text("page")
+    late.reassess(course)
+    assert report.annotate(course, list(_rows(course).values())) == {}, "nothing released yet"
+    now = _rows(course)[("01", "ada")].score
+    _release_page(course, "first", now)  # the same score as now: still another version's page
+    rows = _rows(course)
+    assert report.annotate(course, list(rows.values())) == {"01": ["ada"]}
+    assert rows[("01", "ada")].notes == [
+        f"released feedback is of an earlier submission ({now:g}): out of date"
+    ]
+    _release_page(course, "second", now)  # `python -m course feedback 01 --student ada`
+    assert report.annotate(course, list(_rows(course).values())) == {}
+
+
 def test_a_hand_in_without_timestamp_says_how_it_was_timed(course):
     (course.root / "submitted" / "ben" / "01").mkdir(parents=True)
     rows = _rows(course)
     report.annotate(course, list(rows.values()))
     assert rows[("01", "ben")].notes == [report.returns.NO_TIMESTAMP]
     assert rows[("01", "ada")].notes == []
+
+
+def test_counts_in_words(course):
+    assert counted(1, "submission") == "1 submission"
+    assert counted(0, "submission") == "0 submissions" and counted(2, "answer") == "2 answers"
+    released = [("01", "ada")]
+    assert returns.summary(course, released, []) == (
+        "feedback regenerated and released for 1 submission"
+    )
+    assert "for 2 submissions" in returns.summary(course, released * 2, [])
 
 
 def test_lateness_in_words():
@@ -174,7 +226,7 @@ def test_the_table_shows_the_total_and_what_a_person_still_has_to_do():
     ]
     lines = format_table(rows).splitlines()
     assert lines[0].split() == ["assignment", "student", "status", "score", "detail"]
-    assert "16/18" in lines[1] and "1 written answer(s) to grade by hand" in lines[1]
+    assert "16/18" in lines[1] and "1 written answer to grade by hand" in lines[1]
     assert "12.8/18" in lines[2] and "late by 1d 2h 00m (penalty 3.2)" in lines[2]
     assert lines[3].split()[3] == "-" and "invalid notebook" in lines[3]
     assert lines[4].endswith("not collected yet: `nbgrader collect 01`")

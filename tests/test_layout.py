@@ -227,30 +227,3 @@ def test_every_link_of_the_docs_resolves_in_a_clone(page):
         if not (base / link).resolve().is_relative_to(REPO) or not (base / link).exists()
     ]
     assert not broken, f"{page} links to {broken}"
-
-
-def make_targets(makefile: str) -> dict[str, list[str]]:
-    """Each rule's target and its prerequisites (variables' `:=` lines left out)."""
-    rules = re.findall(r"^([\w$().-]+):(?!=)([^#\n]*)", makefile, flags=re.M)
-    return {target: prereqs.split() for target, prereqs in rules}
-
-
-def sets_itself_up(target: str, rules: dict[str, list[str]]) -> bool:
-    """Whether ``make target`` runs the install rule first (directly or through another rule)."""
-    return target == "install" or any(sets_itself_up(p, rules) for p in rules.get(target, []))
-
-
-def test_a_rule_without_install_does_not_set_itself_up():
-    rules = make_targets("VENV := .venv\ninstall: $(STAMP)\nlint: install  ## x\ndemo:\n\tpython\n")
-    assert rules == {"install": ["$(STAMP)"], "lint": ["install"], "demo": []}
-    assert sets_itself_up("lint", rules) and not sets_itself_up("demo", rules)
-
-
-def test_the_readme_gives_two_commands_for_a_fresh_machine_that_set_themselves_up():
-    readme = (REPO / "README.md").read_text()
-    section = readme.split("## On a fresh machine", 1)[1].split("\n## ", 1)[0]
-    block = re.search(r"```bash\n(.*?)```", section, re.S)[1]
-    commands = re.findall(r"^make (\w+)", block, flags=re.M)
-    assert commands == ["demo", "test"]
-    rules = make_targets((REPO / "Makefile").read_text())
-    assert all(sets_itself_up(c, rules) for c in commands), {c: rules.get(c) for c in commands}

@@ -1,15 +1,18 @@
 """Many terms in any order: a Hypothesis state machine draws sequences of instructor and student
-steps on a class of two students and one assignment (submit on time or late, resubmit, hand in by
-hand, collect with and without --update, grade everyone or one student, enter or change a manual
-score and comment, feedback, export, a points change mid-term, a typo'd assignment id) and after
+steps on a class of two students and one assignment (submit on time or late, resubmit (also
+after the feedback was released, and graded at once), hand in by hand, collect with and without
+--update, grade everyone or one student, enter or change a manual score and comment, feedback,
+export, a points change mid-term, a typo'd assignment id) and after
 every step checks what an instructor would:
 
-- the released page's score = the gradebook's = grades.csv's = canvas.csv's = the Moodle file's,
-  or the sheet names the released page as out of date (never after `feedback`);
+- the score of the page the student fetches = the gradebook's = grades.csv's = canvas.csv's =
+  the Moodle file's, or the sheet names the released page as out of date (also when it is the
+  page of an earlier submission; never after `feedback`);
 - the late penalty follows the README's rule, on the score as it is now;
 - nothing a person entered is lost;
-- there is no row, column or file for anything not in the gradebook, and work waiting in the
-  exchange is named with the command that collects it.
+- there is no row, column or file for anything not in the gradebook, an assignment nobody has
+  (the typo'd id) is `unreleased` and has no column or file, and work waiting in the exchange
+  is named with the command that collects it.
 
 The numbers are the model's own (due date, submission times, the source's points) or read from
 the gradebook cell by cell, never from the code under test."""
@@ -46,7 +49,7 @@ from course import cli
 from course.grading import late
 from course.grading.coursedir import Course
 from course.submission import answer_file, build_submission, reference_answers
-from course_testing import copy_course
+from course_testing import copy_course, essay_cell
 
 A = "01_requires_grad"
 TYPO = "01_requires_gard"
@@ -60,15 +63,6 @@ RUNS: list[list[str]] = []  # the steps of every sequence run, for the count in 
 
 def _stamp(when: datetime.datetime) -> str:
     return f"{when:%Y-%m-%d %H:%M:%S.%f} UTC"  # nbgrader submit's format
-
-
-def _essay(source: Path) -> tuple[str, float]:
-    """The grade id and points of the notebook's written answer (its graded markdown cell)."""
-    for cell in nbformat.read(source, as_version=4).cells:
-        meta = cell.metadata.get("nbgrader", {})
-        if cell.cell_type == "markdown" and meta.get("grade"):
-            return meta["grade_id"], float(meta["points"])
-    raise AssertionError(f"{source} has no written answer")
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +86,7 @@ class Term(RuleBasedStateMachine):
         self.course = Course.at(self.tmp / "course")
         self.root = self.course.root
         self.source = self.root / "source" / A / f"{A}.ipynb"
-        self.essay, self.essay_points = _essay(self.source)
+        self.essay, self.essay_points = essay_cell(A)
         self.answers = {
             False: reference_answers(self.course, A),
             True: {WRONG[0]: answer_file(self.course, A, *WRONG)},
@@ -100,7 +94,8 @@ class Term(RuleBasedStateMachine):
         self.inbound: dict[str, tuple[datetime.datetime, str]] = {}  # latest submit
         self.collected: dict[str, tuple[datetime.datetime | None, str | None]] = {}
         self.graded: dict[str, tuple[datetime.datetime | None, str | None]] = {}
-        self.released: set[str] = set()  # students whose graded version has released feedback
+        # by student: the secret of the newest submission whose feedback page is released
+        self.released: dict[str, str] = {}
         self.entered: dict[str, tuple[float, str]] = {}  # manual score and comment, by student
         self.typo = False
         self.fresh = False  # the grade files were written since the gradebook last changed
@@ -164,6 +159,22 @@ class Term(RuleBasedStateMachine):
 
     # -- the instructor
 
+    def through_the_exchange(self) -> list[str]:
+        """Students whose graded work came through the exchange."""
+        return sorted(s for s, (_, secret) in self.graded.items() if secret)
+
+    @precondition(lambda self: self.through_the_exchange())
+    @rule(data=st.data(), offset=st.sampled_from(OFFSETS), wrong=st.booleans())
+    def resubmission(self, data, offset, wrong):
+        """A student submits again, and the instructor takes and grades the new version
+        (`nbgrader collect --update`, `grade --student`): a page released before falls behind."""
+        self.resubmit(data.draw(st.sampled_from(self.through_the_exchange())), offset, wrong)
+
+    def resubmit(self, student, offset, wrong):
+        self.submit(student, offset, wrong)
+        self.collect(update=True)
+        self.grade(student)
+
     @rule(update=st.booleans())
     def collect(self, update):
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
@@ -197,9 +208,7 @@ class Term(RuleBasedStateMachine):
         code, out = self.command("grade", A, *(["--student", student] if student else []))
         assert code == 0, out
         for s in STUDENTS if student is None else [student]:
-            if s in self.collected:
-                if self.graded.get(s) != self.collected[s]:
-                    self.released.discard(s)  # another version: its page is not released
+            if s in self.collected:  # a new version's page is not released; the old one stays
                 self.graded[s] = self.collected[s]
         self.fresh, self.after_feedback = True, False
 
@@ -226,7 +235,7 @@ class Term(RuleBasedStateMachine):
     def feedback(self):
         code, out = self.command("feedback", A)
         assert code == 0, out
-        self.released |= {s for s, (_, secret) in self.graded.items() if secret}
+        self.released |= {s: secret for s, (_, secret) in self.graded.items() if secret}
         self.fresh = self.after_feedback = True
 
     @rule()
@@ -294,8 +303,9 @@ class Term(RuleBasedStateMachine):
             for (assignment, student), row in rows.items():
                 try:
                     sub = gb.find_submission(assignment, student)
-                except Exception:
-                    assert row["score"] == "" and row["status"] == "missing", row
+                except Exception:  # A is handed in from the start; a typo'd id by nobody
+                    status = "missing" if assignment == A else "unreleased"
+                    assert row["score"] == "" and row["status"] == status, row
                     continue
                 raw = sum(g.score for nb in sub.notebooks for g in nb.grades)
                 when = self.graded.get(student, (None, None))[0]
@@ -310,12 +320,12 @@ class Term(RuleBasedStateMachine):
                     assert sub.timestamp.replace(tzinfo=datetime.timezone.utc) == when
         with (self.root / "grades" / "canvas.csv").open() as handle:
             canvas = list(csv.reader(handle))
-        assert sorted(canvas[0][5:]) == sorted({a for a, _ in pairs})
+        assert canvas[0][5:] == [A], "a column for what students have, none for a typo'd id"
         for line in canvas[2:]:
             for assignment, mark in zip(canvas[0][5:], line[5:]):
                 assert mark == rows[(assignment, line[2])]["score"]
         moodle = self.root / "grades" / "moodle"
-        assert sorted(p.stem for p in moodle.glob("*.csv")) == sorted({a for a, _ in pairs})
+        assert [p.stem for p in moodle.glob("*.csv")] == [A]
         with (moodle / f"{A}.csv").open() as handle:
             for student, mark in list(csv.reader(handle))[1:]:
                 assert mark == rows[(A, student)]["score"]
@@ -327,16 +337,17 @@ class Term(RuleBasedStateMachine):
                 assert f"`nbgrader {command} {A}`" in row["notes"], row
             else:
                 assert "collect" not in row["notes"], row
-            if student in self.released:
-                shown = self.released_page(student)
-                if self.after_feedback or "out of date" not in row["notes"]:
-                    assert shown == pytest.approx(truth[(A, student)], abs=0.01), (row, shown)
-                else:
-                    assert shown != pytest.approx(truth[(A, student)], abs=0.01), (row, shown)
+            if student in self.released:  # what the student fetches
+                secret = self.released[student]
+                shown = self.released_page(secret)
+                behind = secret != self.graded[student][1] or shown != pytest.approx(
+                    truth[(A, student)], abs=0.01
+                )
+                assert ("out of date" in row["notes"]) == behind, (row, shown)
+                assert not (behind and self.after_feedback), (row, shown)
 
-    def released_page(self, student) -> float:
-        """The score on the page the student fetches for their graded submission."""
-        secret = self.graded[student][1]
+    def released_page(self, secret: str) -> float:
+        """The score on the released page of the submission with ``secret``."""
         name = f"{notebook_hash(secret=secret, notebook_id=A)}.html"
         page = (self.root / "exchange" / "autograd-course" / "feedback" / name).read_text()
         return float(re.search(r"\(Score: ([\d.]+) / [\d.]+\)</h4>", page)[1])
@@ -365,6 +376,28 @@ def test_work_handed_in_by_hand_reaches_its_feedback(base, tmp_path):
     shown = re.search(r"\(Score: ([\d.]+) / [\d.]+\)</h4>", page)[1]
     assert float(shown) == float(row["score"]) > 0 and row["late_penalty"] == "0"
     assert "judged on time" in row["notes"] and "timestamp.txt" in row["notes"]
+
+
+def test_a_resubmission_after_feedback_is_named_until_released_again(base):
+    """The walk that once left a student's released page behind unannounced: s2's wrong answer
+    is graded and its feedback released; s2 submits again, the instructor collects with
+    --update and grades s2: the sheet names the released page (of the earlier submission) as out
+    of date, until `feedback` releases the new one (the machine's checks after each step)."""
+    term = Term(base)
+    try:
+        term.class_hands_in((OFFSETS[0], OFFSETS[0]))  # the last student's answer is wrong
+        term.grade_all()
+        term.feedback()
+        term.one_truth_for_every_grade()
+        term.resubmit(STUDENTS[-1], OFFSETS[0], wrong=False)
+        term.one_truth_for_every_grade()
+        row = term.sheet()[(A, STUDENTS[-1])]
+        assert "released feedback is of an earlier submission" in row["notes"], row
+        term.feedback()
+        term.one_truth_for_every_grade()
+        term.nothing_entered_is_lost()
+    finally:
+        term.teardown()
 
 
 # Sequences and their length: each grade runs real kernels, so a few sequences of a few steps:

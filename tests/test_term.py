@@ -1,8 +1,8 @@
 """An instructor's whole term, through nbgrader's exchange and our commands, as the README tells
 it: release, fetch, submit and collect for three students (one writes a written answer, one hands
-in late, one submits twice), grade, grade by hand, regrade, a failed regrade, a mid-term change to
-the source, feedback and export. Nothing a person entered is ever lost, and our numbers are
-nbgrader's."""
+in late, one submits again after his feedback was released), grade, grade by hand, regrade, a
+failed regrade, a mid-term change to the source, feedback and export. Nothing a person entered is
+ever lost, our numbers are nbgrader's, and a released page that falls behind is named."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import pytest
 
 from course.grading.feedback import WRAP_CSS
 from course.submission import answer_file, build_submission, reference_answers
-from course_testing import copy_course, points, venv_env
+from course_testing import copy_course, essay_cell, points, venv_env, with_essay
 
 A = "01_requires_grad"
 NOTEBOOK = A
@@ -54,16 +54,6 @@ def run(*args, cwd: Path, home: Path | None = None, code: int | None = 0):
 def sheet(course) -> dict[str, dict]:
     with (course.root / "grades" / "grades.csv").open() as handle:
         return {r["student_id"]: r for r in csv.DictReader(handle) if r["assignment"] == A}
-
-
-def written_answer(source: Path) -> str:
-    """The grade id of the notebook's first written answer (a graded markdown cell)."""
-    nb = nbformat.read(source, as_version=4)
-    return next(
-        c.metadata["nbgrader"]["grade_id"]
-        for c in nb.cells
-        if c.cell_type == "markdown" and c.metadata.get("nbgrader", {}).get("grade")
-    )
 
 
 def released_page(term, student: str) -> float:
@@ -107,20 +97,13 @@ class Term:
                 home=home,
             )
         nb = build_submission(self.course, A, answers)
-        if essay:
-            cell = next(
-                c
-                for c in nb.cells
-                if c.metadata.get("nbgrader", {}).get("grade_id") == self.essay_id
-            )
-            cell.source = essay
-        nbformat.write(nb, fetched)
+        nbformat.write(with_essay(nb, A, essay) if essay else nb, fetched)
         run("nbgrader", "submit", A, "--student", student, *self.student_options(student),
             cwd=home, home=home)  # fmt: skip
 
     @property
     def essay_id(self) -> str:
-        return written_answer(self.root / "source" / A / f"{NOTEBOOK}.ipynb")
+        return essay_cell(A)[0]
 
 
 @pytest.fixture(scope="module")
@@ -193,12 +176,6 @@ def test_the_whole_term(term):
     manual_work_is_there()
     assert float(sheet(course)["alice"]["score"]) == code_points + MANUAL + EXTRA
 
-    # bob fixes his mistake and submits again: only `collect --update` takes the new version.
-    term.hand_in("bob", refs)
-    run("nbgrader", "collect", "--update", A, cwd=root)
-    run("course", "grade", A, "--student", "bob", cwd=root)
-    assert float(sheet(course)["bob"]["score"]) == code_points
-
     # A regrade that fails keeps the last good grade and says so.
     submitted = root / "submitted" / "alice" / A / f"{NOTEBOOK}.ipynb"
     good = submitted.read_text()
@@ -258,6 +235,26 @@ def test_the_whole_term(term):
     run(*fix.split()[2:], cwd=root)
     assert released_page(term, "cara") == pytest.approx(0.8 * code_points, abs=0.01)
     assert "out of date" not in sheet(course)["cara"]["notes"]
+
+    # bob reads his released feedback, fixes his mistake and submits again: only `collect
+    # --update` takes the new version, and grading it leaves his released page behind, which the
+    # table, the sheet and the report name with the command that releases it again.
+    before = released_page(term, "bob")
+    assert before == pytest.approx(float(sheet(course)["bob"]["score"]), abs=0.01)
+    assert before < code_points
+    term.hand_in("bob", refs)
+    run("nbgrader", "collect", "--update", A, cwd=root)
+    table = run("course", "grade", A, "--student", "bob", cwd=root).stdout
+    assert float(sheet(course)["bob"]["score"]) == code_points
+    fix = f"python -m course feedback {A} --student bob"
+    assert f"out of date for bob: {fix}" in table
+    assert "earlier submission" in sheet(course)["bob"]["notes"]
+    assert f"<code>{fix}</code>" in (root / "grades" / "report.html").read_text()
+    assert released_page(term, "bob") == pytest.approx(before, abs=0.01), "what bob fetches"
+    run(*fix.split()[2:], cwd=root)
+    assert released_page(term, "bob") == pytest.approx(code_points, abs=0.01)
+    assert "out of date" not in sheet(course)["bob"]["notes"]
+
     page = (root / "feedback" / "alice" / A / f"{NOTEBOOK}.html").read_text()
     assert COMMENT in page and "BEGIN HIDDEN TESTS" not in page
     assert WRAP_CSS in page, "long messages wrap instead of running off the page"

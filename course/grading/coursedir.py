@@ -44,6 +44,11 @@ def read_only(path: Path) -> contextlib.closing:
     return contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True))
 
 
+def exchange_root(config) -> Path:
+    """The exchange folder ``config`` sets (nbgrader's default without one)."""
+    return Path(config.Exchange.get("root", "/srv/nbgrader/exchange"))
+
+
 def _expose_venv_tools() -> None:
     # nbgrader runs the `alembic` executable when it creates a gradebook; it lives beside python.
     bindir = str(Path(sys.executable).parent)
@@ -191,7 +196,7 @@ class Course:
         warnings.filterwarnings("ignore", category=SAWarning)
         config = config or self.config()
         # nbgrader only warns when the course-local exchange is missing; make it, as release would.
-        Path(config.Exchange.get("root", self.root / "exchange")).mkdir(parents=True, exist_ok=True)
+        exchange_root(config).mkdir(parents=True, exist_ok=True)
         for name, value in execute.items():
             setattr(config.GradingExecute, name, value)
         coursedir = CourseDirectory(config=config)

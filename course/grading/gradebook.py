@@ -7,6 +7,9 @@
   in ``.course/backups/`` before every command that writes the gradebook, the last `KEEP` of them;
   `restore` puts one back, keeping the gradebook it replaces.
 - `exclusive` lets one command at a time write a course's gradebook.
+- `hold_for_lab` marks a JupyterLab serving the course, whose formgrader keeps the gradebook
+  open: `restore` refuses to replace the file under it (what a grader entered next would go to
+  the replaced file, and fail).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from .coursedir import Course, CourseTrouble, read_only
+from .words import counted
 
 KEEP = 10  # rotating backups
 TABLES = {"assignment", "notebook", "student", "submitted_assignment", "grade", "comment"}
@@ -87,21 +91,20 @@ def check(course: Course) -> None:
     """Raise `GradebookDamaged` (one line: what is wrong, how to restore) unless the gradebook
     is sound, or absent in a course that has graded nothing yet."""
     path, graded = course.gradebook, _graded_work(course)
+    holds = f"autograded/ holds {counted(graded, 'graded notebook')}"
     if not path.exists():
         if graded:
             raise GradebookDamaged(
-                f"{path} is missing, but autograded/ holds {graded} graded notebooks: nbgrader "
-                f"would start an empty gradebook; {_advice(course)} (or, to start afresh on "
-                "purpose, move autograded/ away)"
+                f"{path} is missing, but {holds}: nbgrader would start an empty gradebook; "
+                f"{_advice(course)} (or, to start afresh on purpose, move autograded/ away)"
             )
         return
     if problem := _problem(path):
         raise GradebookDamaged(f"{path} {problem}; nothing was changed; {_advice(course)}")
     if graded and not _recorded(path):
         raise GradebookDamaged(
-            f"{path} has no submissions, but autograded/ holds {graded} graded notebooks (was it "
-            f"replaced?); nothing was changed; {_advice(course)} (or, to start afresh on "
-            "purpose, move autograded/ away)"
+            f"{path} has no submissions, but {holds} (was it replaced?); nothing was changed; "
+            f"{_advice(course)} (or, to start afresh on purpose, move autograded/ away)"
         )
 
 
@@ -156,12 +159,68 @@ def restore(course: Course, name: str | None = None) -> tuple[Path, Path | None]
     source = chosen[0]
     if problem := _problem(source):
         raise GradebookDamaged(f"the backup {source.name} {problem}; choose another")
-    replaced = None
-    if course.gradebook.exists():
-        replaced = backups_dir(course) / f"replaced-{time.strftime('%Y%m%d-%H%M%S')}.db"
-        os.replace(course.gradebook, replaced)
-    _copy(source, course.gradebook)
+    with _no_lab(course):
+        replaced = None
+        if course.gradebook.exists():
+            replaced = backups_dir(course) / f"replaced-{time.strftime('%Y%m%d-%H%M%S')}.db"
+            os.replace(course.gradebook, replaced)
+        _copy(source, course.gradebook)
     return source, replaced
+
+
+def _labs(course: Course) -> Path:
+    folder = course.root / ".course" / "labs"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def hold_for_lab(course: Course) -> None:
+    """Mark this process as a lab serving the course until it ends, also after it execs into
+    JupyterLab: a shared lock on the labs' gate (waiting while a restore runs) and an exclusive
+    one on a file named by its pid, which tells `restore` which process to stop."""
+    folder = _labs(course)
+    gate = os.open(folder / "gate", os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(gate, fcntl.LOCK_SH)
+    mine = os.open(folder / str(os.getpid()), os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    fcntl.flock(mine, fcntl.LOCK_EX)
+    os.write(mine, time.strftime("%H:%M:%S").encode())
+    for fd in (gate, mine):  # the locks go with the open files into the exec'd JupyterLab
+        os.set_inheritable(fd, True)
+
+
+def _serving(folder: Path) -> list[tuple[str, str]]:
+    """(pid, since) of every lab that holds its file's lock."""
+    found = []
+    for path in sorted(folder.glob("[0-9]*")):
+        with path.open() as mark:
+            try:
+                fcntl.flock(mark, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                found.append((path.name, mark.read().strip()))
+    return found
+
+
+@contextlib.contextmanager
+def _no_lab(course: Course) -> Iterator[None]:
+    """Run the block while no lab serves the course (none can start meanwhile); raise
+    `CourseBusy`, naming the labs and how to stop them, while one does."""
+    folder = _labs(course)
+    with (folder / "gate").open("a") as gate:
+        try:
+            fcntl.flock(gate, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            labs = _serving(folder)
+            which = "".join(f", pid {pid} since {since}" for pid, since in labs)
+            kill = f", or `kill {' '.join(pid for pid, _ in labs)}`" if labs else ""
+            raise CourseBusy(
+                f"JupyterLab is serving this course (`make lab`{which}), and its formgrader keeps "
+                "the gradebook open: after a restore, what you enter there would be lost. Stop it "
+                f"(Ctrl-C twice in its terminal{kill}), run restore again, then start it again "
+                "with `make lab`"
+            ) from None
+        for ended in folder.glob("[0-9]*"):
+            ended.unlink()
+        yield
 
 
 @contextlib.contextmanager

@@ -13,6 +13,7 @@ import secrets
 import shutil
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -23,8 +24,15 @@ from typing import Any
 
 import pytest
 
-from course.grading.coursedir import Course
-from course.lab import lab_command, lab_environment
+from course.lab import lab_environment
+from course.submission import (
+    answer_file,
+    answer_names,
+    build_submission,
+    reference_answers,
+    write_submission,
+)
+from course_testing import copy_course, venv_env, with_essay
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
@@ -168,7 +176,7 @@ def _wait_for_server(lab: Lab, timeout_s: float) -> None:
     )
 
 
-def _stop(process: subprocess.Popen) -> None:
+def stop(process: subprocess.Popen) -> None:
     if process.poll() is not None:
         return
     process.terminate()  # the server shuts its kernels down on SIGTERM
@@ -192,28 +200,19 @@ def chromium_path() -> Path:
     return CHROMIUM
 
 
-@pytest.fixture(scope="session")
-def lab(chromium_path, tmp_path_factory) -> Lab:
-    """JupyterLab on a free loopback port, serving a scratch copy of the course."""
-    base = tmp_path_factory.mktemp("jupyterlab")
-    root, home = base / "course", base / "home"
-    _make_course_root(root)
+def serve(root: Path, base: Path) -> Lab:
+    """JupyterLab on ``root`` started as `make lab` starts it (`python -m course lab`), on a free
+    loopback port with a known token, a fresh HOME and its log in ``base``; stop it with
+    `stop`."""
+    base.mkdir(parents=True, exist_ok=True)
+    home, log_path = base / "home", base / "jupyterlab.log"
     env = _make_home(home)
     port, token = _free_port(), secrets.token_hex(24)
-    log_path = base / "jupyterlab.log"
-    # `make lab`'s command line (course.lab), on a free port with a known token.
-    command = lab_command(
-        Course.at(root),
-        "--no-browser",
-        "--ip",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        f"--IdentityProvider.token={token}",
-        # window.jupyterapp: the tests read cells' outputs from the notebook model, where an
-        # error is an error (the page renders it like any text on stderr).
-        "--LabApp.expose_app_in_browser=True",
-    )
+    command = [sys.executable, "-m", "course", "--course", str(root), "lab", "--no-browser",
+               "--ip", "127.0.0.1", "--port", str(port), f"--IdentityProvider.token={token}",
+               # window.jupyterapp: the tests read cells' outputs from the notebook model, where
+               # an error is an error (the page renders it like any text on stderr).
+               "--LabApp.expose_app_in_browser=True"]  # fmt: skip
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
             command, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
@@ -221,9 +220,54 @@ def lab(chromium_path, tmp_path_factory) -> Lab:
     server = Lab(f"http://127.0.0.1:{port}", token, root, home, log_path, process)
     try:
         _wait_for_server(server, SERVER_START_TIMEOUT_S)
+    except BaseException:
+        stop(process)
+        raise
+    return server
+
+
+@pytest.fixture(scope="session")
+def lab(chromium_path, tmp_path_factory) -> Lab:
+    """JupyterLab on a free loopback port, serving a scratch copy of the course."""
+    base = tmp_path_factory.mktemp("jupyterlab")
+    _make_course_root(base / "course")
+    server = serve(base / "course", base)
+    try:
         yield server
     finally:
-        _stop(process)
+        stop(server.process)
+
+
+GRADED_ASSIGNMENT = "01_requires_grad"
+
+
+def course_command(root: Path, *args: str) -> subprocess.CompletedProcess:
+    """``python -m course ARGS`` in the course at ``root``, as an instructor runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "course", *args],
+        cwd=root, env=venv_env(), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def graded_class(chromium_path, tmp_path_factory) -> Path:
+    """The root of a course where ada's submission of GRADED_ASSIGNMENT is graded (by `grade`):
+    one exercise wrong (a failure in the report), a written answer that waits for a grader;
+    then a backup made (by `backup`)."""
+    course = copy_course(tmp_path_factory.mktemp("graded") / "course", with_release=True)
+    answers = reference_answers(course, GRADED_ASSIGNMENT)
+    exercise = next(iter(answers))
+    wrong = answer_names(course, GRADED_ASSIGNMENT, exercise)
+    answers[exercise] = answer_file(
+        course, GRADED_ASSIGNMENT, exercise, next(n for n in wrong if n.startswith("wrong_"))
+    )
+    nb = build_submission(course, GRADED_ASSIGNMENT, answers)
+    essay = "Leaves are what an optimizer updates; the gradients of results are dropped."
+    write_submission(course, "ada", GRADED_ASSIGNMENT, with_essay(nb, GRADED_ASSIGNMENT, essay))
+    for command in (["grade", GRADED_ASSIGNMENT], ["backup"]):
+        done = course_command(course.root, *command)
+        assert done.returncode == 0, done.stdout + done.stderr
+    return course.root
 
 
 @pytest.fixture(scope="session")
