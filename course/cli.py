@@ -1,4 +1,7 @@
-"""`python -m course`: the instructor's commands on top of nbgrader."""
+"""`python -m course`: the instructor's commands on top of nbgrader.
+
+Runs in: the grader (the instructor's `python -m course` process).
+"""
 
 from __future__ import annotations
 

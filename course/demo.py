@@ -1,5 +1,8 @@
 """The main job: release, autograde, feedback and export for a fictional class, in a scratch
-copy."""
+copy.
+
+Runs in: the grader (the instructor's `python -m course` process).
+"""
 
 from __future__ import annotations
 

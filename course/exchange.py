@@ -1,5 +1,8 @@
 """What the exchange holds for the gradebook's rows: work submitted but not collected yet, and the
-score each released feedback page shows (what the student sees when fetching feedback)."""
+score each released feedback page shows (what the student sees when fetching feedback).
+
+Runs in: the grader (the instructor's `python -m course` process).
+"""
 
 from __future__ import annotations
 

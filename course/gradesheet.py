@@ -1,5 +1,7 @@
 """The grade sheet: one row per student and assignment, with nbgrader's numbers and our status.
 
+Runs in: the grader (the instructor's `python -m course` process).
+
 The numbers are read from the gradebook every time the sheet is written, so they are the ones
 nbgrader's own export, formgrader and the feedback show: written answers are in the maximum,
 manual scores and extra credit are in the score, late penalties are taken off. What our grading

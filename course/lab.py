@@ -1,5 +1,7 @@
 """JupyterLab on the course: `make lab` and the browser tests start it the same way.
 
+Runs in: the grader (the instructor's `python -m course` process); it starts JupyterLab.
+
 Lab's root is the course root, where formgrader finds nbgrader_config.py and the gradebook, and
 it opens on the first student notebook. As root (a container, Binder's build) it needs
 ``--allow-root``; as a user that flag does nothing.

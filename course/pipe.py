@@ -1,6 +1,9 @@
 """Printing to a reader that may go away: `python -m course export | head` ends quietly with all
 its work done. (Python would stop at the first print after `head` exits, with a BrokenPipeError
-traceback, or complain when it flushes at exit.)"""
+traceback, or complain when it flushes at exit.)
+
+Runs in: the grader (the instructor's `python -m course` process).
+"""
 
 from __future__ import annotations
 

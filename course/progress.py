@@ -1,4 +1,7 @@
-"""A one-line progress bar for grading on a terminal; silent when output is not a TTY."""
+"""A one-line progress bar for grading on a terminal; silent when output is not a TTY.
+
+Runs in: the grader (the instructor's `python -m course` process).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Regenerate release/ (the student version) from source/ with nbgrader's generate_assignment."""
+"""Regenerate release/ (the student version) from source/ with nbgrader's generate_assignment.
+
+Runs in: the grader (the instructor's `python -m course` process).
+"""
 
 from __future__ import annotations
 

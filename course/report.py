@@ -1,5 +1,8 @@
 """The instructor's report after grading: statuses, score distribution per test and the most
-common failure messages (the class's misconceptions), as one self-contained HTML page."""
+common failure messages (the class's misconceptions), as one self-contained HTML page.
+
+Runs in: the grader (the instructor's `python -m course` process).
+"""
 
 from __future__ import annotations
 

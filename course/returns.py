@@ -1,5 +1,7 @@
 """After manual grading: feedback pages with the manual scores and comments, back to students.
 
+Runs in: the grader (the instructor's `python -m course` process).
+
 `python -m course grade` writes feedback right after autograding, before anyone has graded the
 written answers; nbgrader's ``generate_feedback`` then skips students who have feedback. This
 regenerates it from the gradebook as it is now (late penalties recomputed first) and releases it

@@ -1,5 +1,7 @@
 """The student copy: the repository a student clones, or opens on Binder.
 
+Runs in: the grader (the instructor's `python -m course` process).
+
 It holds the released notebooks, the lesson side of the `course` package (what the notebooks
 import), what a student's environment needs (requirements.txt for pip, environment.yml for
 Binder), a postBuild that turns off nbgrader's instructor tools, a student's nbgrader config and

@@ -1,5 +1,7 @@
 """Build student submissions from the release notebooks (for the demo class, tests and benchmarks).
 
+Runs in: the grader's demo, the tests and the benchmarks (never a grading run).
+
 A submission is the release notebook with some answer cells filled in: by the reference solution
 from source/ or by a named answer file under ``fixtures/answers/<assignment>/<exercise>/``.
 """

@@ -103,6 +103,26 @@ def test_the_lesson_side_never_imports_the_grading_side_or_the_commands():
             assert not above, f"{name} (the engine) imports the commands above it: {sorted(above)}"
 
 
+RUNS_IN = re.compile(r"^Runs in: \S", re.M)
+
+
+def test_every_module_says_where_it_runs():
+    """A newcomer reads first which process runs a module (docs/architecture.md): the grader, a
+    worker, a grading kernel or a student's kernel."""
+    silent = [
+        str(path.relative_to(REPO))
+        for path in sorted((REPO / "course").rglob("*.py"))
+        if path.name != "__main__.py"
+        and not RUNS_IN.search(ast.get_docstring(ast.parse(path.read_text())) or "")
+    ]
+    assert not silent, f"no 'Runs in:' line in the docstring of {silent}"
+
+
+def test_a_docstring_without_a_runs_in_line_is_found():
+    assert not RUNS_IN.search("Grading.\n\nRuns on the grader.")
+    assert RUNS_IN.search("Grading.\n\nRuns in: the grader.")
+
+
 def test_a_students_kernel_loads_nothing_of_nbgrader():
     """What the notebooks import, imported in a fresh Python: nbgrader, nbconvert and the
     grading engine stay out of the student's process."""

@@ -1,5 +1,8 @@
 """Files written whole or not at all: a reader (a concurrent grader, a resumed run) finds the old
-content or the new one, never a part, and an interrupted write leaves no stray file."""
+content or the new one, never a part, and an interrupted write leaves no stray file.
+
+Runs in: the grader and its workers.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Autograde submitted/, give every student an explicit status, write feedback and the grade CSV."""
+"""Autograde submitted/, give every student an explicit status, write feedback and the grade CSV.
+
+Runs in: the grader (the instructor's `python -m course` process).
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
 """nbconvert's BeautifulSoup pass over an HTML page, with each cell that is the same as on an
 earlier page of this process parsed only once: the same page, a third of its CPU time.
 
+Runs in: a worker (feedback pages), and the grader for `python -m course feedback`.
+
 nbconvert's HTML exporter parses every page it renders with BeautifulSoup (``html.parser``), sets
 ``alt`` on images without one and ``tabindex`` under ``.jp-Notebook``, and writes the tree out
 again: three quarters of a feedback page's CPU time, spent mostly on the lesson's cells, the

@@ -1,4 +1,7 @@
-"""Finding the course directory and talking to nbgrader about it."""
+"""Finding the course directory and talking to nbgrader about it.
+
+Runs in: the grader and its workers.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Feedback preprocessing: students see which tests failed and why, never the hidden test code."""
+"""Feedback preprocessing: students see which tests failed and why, never the hidden test code.
+
+Runs in: a worker (feedback pages), and the grader for `python -m course feedback`.
+"""
 
 from __future__ import annotations
 

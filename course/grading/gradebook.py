@@ -1,5 +1,7 @@
 """Keeping the gradebook safe: it is the only copy of every manual score and comment.
 
+Runs in: the grader (the instructor's `python -m course` process).
+
 - `check` refuses a gradebook that is empty, not SQLite, damaged, not nbgrader's, or emptied
   while graded work exists, with one line that says what is wrong and how to restore: nbgrader
   would silently replace an empty file with a new gradebook, and the grade files would follow.

@@ -1,5 +1,7 @@
 """Grading one submission as a self-contained job, so many can run at once (or on other machines).
 
+Runs in: a worker (a job is built by the grader, as plain data).
+
 A job gets the course's config, one assignment's source, a snapshot of the gradebook and one
 student's submission, and runs nbgrader's own autograde and feedback on them in a private scratch
 course. It leaves the autograded notebooks there and returns the rows autograde wrote (plain

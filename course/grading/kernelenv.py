@@ -2,6 +2,8 @@
 gets from the grader: an environment built from an allow-list, and the grader's own `course`
 package by an explicit path.
 
+Runs in: the grader and its workers, for the processes they start.
+
 The kernel must import exactly the package the grader runs. Which one an interpreter would find
 by itself depends on the layout: in a copied course folder `python -m course` imports the copy's
 package (the working folder comes first on ``sys.path``) while the installed one (an editable

@@ -1,6 +1,8 @@
 """Late work: the penalty nbgrader's AssignLatePenalties takes off (our default; see README), and
 its recomputation whenever a score changes.
 
+Runs in: a worker (nbgrader's penalty in the job) and the grader (recomputed when a score changes).
+
 nbgrader computes the penalty once, at autograde, from the score the notebook has then; a manual
 grade given later would be added without its share of the penalty, and the next regrade would
 take it off: the same work would get another total depending on the order of the steps.

@@ -1,5 +1,8 @@
 """Record a finished job in the real course: its gradebook rows and its autograded notebooks.
 
+Runs in: the grader (the instructor's `python -m course` process), the one step that writes the
+course's gradebook.
+
 A job ran nbgrader's own autograde (its preprocessors, scoring and late penalty) in a scratch
 course whose gradebook is a copy of the real one. What autograde writes for a submission is a
 few automatic fields: each grade's ``auto_score``, each comment's ``auto_comment``, each

@@ -1,5 +1,7 @@
 """Feedback pages without rendering the same text twice in a process: same pages, less CPU.
 
+Runs in: a worker (feedback pages), and the grader for `python -m course feedback`.
+
 nbgrader builds a new nbconvert exporter for every submission, so the page's Jinja templates are
 compiled again each time (about a tenth of a page's CPU), and every code cell is highlighted by
 Pygments although most of them are the lesson's, the same for every student. Both are pure

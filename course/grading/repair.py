@@ -8,6 +8,8 @@ forged points, flags or ids are ignored); a second claim to the same id, an unkn
 changed cell type loses its claim and becomes an ordinary cell; every graded, answer or locked
 cell the student deleted is put back where it belongs, answers empty. nbgrader's own steps then
 restore the locked and test cells' code as usual.
+
+Runs in: a worker, before nbgrader reads the submission.
 """
 
 from __future__ import annotations

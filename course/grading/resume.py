@@ -1,5 +1,7 @@
 """Picking up an interrupted grading run where it stopped.
 
+Runs in: the grader (the instructor's `python -m course` process).
+
 A run stopped by Ctrl-C or a stop signal (`course.grading.batch.Interrupted`) leaves
 ``.course/interrupted.json``: the submissions it recorded, each with a digest of its files and
 of the assignment's source. The next run of the same command keeps those (their grades are in

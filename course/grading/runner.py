@@ -1,5 +1,7 @@
 """Run grading jobs in parallel, so that a submission fails only for something in the submission.
 
+Runs in: the grader (the instructor's `python -m course` process).
+
 A job that fails for the grader's own reasons (its worker process died, its kernel could not
 start) runs again, cold, up to `ATTEMPTS` times; only a failure that repeats is reported, and it
 says that it is the grader's. A worker that dies breaks Python's process pool for every job in

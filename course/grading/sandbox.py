@@ -1,5 +1,8 @@
 """The sandbox a grading kernel runs in: an allow-list of paths, namespaces of its own, limits.
 
+Runs in: the process that becomes a grading kernel, before any student code runs (and the grader,
+which kills a kernel's uid).
+
 Everywhere: resource limits (memory, CPU seconds, processes, file size, no core dumps).
 Where the machine allows it (Linux, as root or with CAP_SYS_ADMIN), also:
 - its own root folder, built from an allow-list: the Python installation, the system's /usr and

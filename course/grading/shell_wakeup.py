@@ -1,6 +1,8 @@
 """The course's patch of jupyter_client 8.10.0 (pinned in requirements.txt): a kernel client that
 sends while it waits for a message is still woken when the message arrives (issue 38).
 
+Runs in: every process with a kernel client: a worker, the grader, the tests.
+
 An asyncio kernel client's channel sends through a plain shadow of its ``zmq.asyncio`` socket
 (jupyter_client's ``Session.send``). The send makes libzmq take in the socket's pending commands,
 among them the news that a message has arrived, and that clears the socket's edge-triggered file

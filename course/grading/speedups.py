@@ -1,6 +1,8 @@
 """Cheap fixes for costs that are not ours but dominate grading time. Both keep the libraries'
 results; they only stop rebuilding the same validator over and over.
 
+Runs in: the grader and its workers.
+
 nbconvert validates the notebook after every preprocessor with ``relax_add_props=True``, and
 nbformat (5.10) compiles a new JSON-schema validator for each such call (about 80 ms; 13 times
 per notebook in autograde): more than half of recording a graded notebook. The schema never

@@ -1,4 +1,7 @@
-"""How our commands count things in words."""
+"""How our commands count things in words.
+
+Runs in: the grader and its workers.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
 """Tensor-aware checks for the notebooks' test cells.
 
+Runs in: a student's kernel, and a grading kernel running the same notebook.
+
 Each check raises :class:`CheckFailed` with a message written for the student (what is wrong and,
 where we can guess it, the likely mistake) instead of a bare ``AssertionError``. The module holds
 no answers: expected values are computed by the test cells themselves.

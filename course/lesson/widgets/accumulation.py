@@ -1,4 +1,7 @@
-"""The course's central picture: `.grad` after k backward() calls, accumulated versus zeroed."""
+"""The course's central picture: `.grad` after k backward() calls, accumulated versus zeroed.
+
+Runs in: a student's kernel, and a grading kernel running the same notebook.
+"""
 
 from __future__ import annotations
 

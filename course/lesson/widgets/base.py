@@ -1,4 +1,7 @@
-"""What every widget shares: a colour-blind-safe palette, headless detection and the layout."""
+"""What every widget shares: a colour-blind-safe palette, headless detection and the layout.
+
+Runs in: a student's kernel, and a grading kernel running the same notebook.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
 """What gradient tracking costs: memory kept for backward and forward time, with and without it.
 
+Runs in: a student's kernel, and a grading kernel running the same notebook.
+
 The memory is counted exactly, not sampled: every tensor that autograd saves for the backward pass
 goes through a ``torch.autograd.graph.saved_tensors_hooks`` pack hook, and we add up the bytes of
 the distinct storages that are not the model's own parameters (those exist anyway). Under

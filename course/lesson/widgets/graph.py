@@ -1,5 +1,7 @@
 """The computational graph behind a tensor, drawn with matplotlib alone (no graphviz binary).
 
+Runs in: a student's kernel, and a grading kernel running the same notebook.
+
 ``graph_data`` walks ``tensor.grad_fn.next_functions`` down to the ``AccumulateGrad`` nodes of
 the leaves and lays the nodes out in rows: inputs towards the top, the tensor's own ``grad_fn``
 at the bottom, arrows in the direction the forward pass went (``backward()`` walks them in

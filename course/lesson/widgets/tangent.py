@@ -1,5 +1,8 @@
 """The derivative as a slope: a curve, a point on it, and the tangent whose slope autograd
-computed."""
+computed.
+
+Runs in: a student's kernel, and a grading kernel running the same notebook.
+"""
 
 from __future__ import annotations
 

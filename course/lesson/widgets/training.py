@@ -1,5 +1,7 @@
 """The forgotten-``zero_grad`` picture: one tiny model trained with, without and in the wrong order.
 
+Runs in: a student's kernel, and a grading kernel running the same notebook.
+
 A 1-D linear regression (``y ≈ w·x + b`` on data made from a fixed seed) is trained with plain SGD
 in a few training-loop variants that differ only in where gradients are cleared. The numbers come
 from :func:`training_data`; :func:`plot_training` draws them and :func:`readout` prints them.
