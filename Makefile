@@ -1,6 +1,7 @@
 # Two commands on a fresh machine: `make demo` and `make test`. Both set themselves up.
 # `make test` leaves out the tests marked slow (repeats of the heaviest end-to-end runs);
-# `make test-all` runs every test: run it before changing grading.
+# `make test-all` runs every test: run it before changing grading. `make test-fast` runs the
+# unit tests alone (tests/unit: no kernel, no browser, no command run), in about a minute.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -18,7 +19,7 @@ ACTIVE := $(shell for env in "$$VIRTUAL_ENV" "$$CONDA_PREFIX"; do \
 RUN := $(if $(ACTIVE),$(ACTIVE)/bin/python,$(PY))
 READY := $(if $(ACTIVE),,install)
 
-.PHONY: install demo test test-all lint release lab clean
+.PHONY: install demo test test-fast test-all lint release lab clean
 
 $(STAMP): requirements.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required, this is " + sys.version' 
@@ -36,6 +37,9 @@ demo: $(READY)  ## grade a fictional class end to end in .demo/
 
 test: install lint  ## lint, then every test not marked slow, browser tests included (CI)
 	$(PY) -m pytest -m "not slow"
+
+test-fast: install  ## the unit tests alone: no kernel, no browser, no command run (about a minute)
+	$(PY) -m pytest tests/unit
 
 test-all: install lint  ## lint, then every test, slow ones too: run it before changing grading
 	$(PY) -m pytest

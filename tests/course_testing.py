@@ -318,7 +318,7 @@ def readme_with_table(readme: str, attacks: list[Attack]) -> str:
         raise ValueError(f"the README has no '{TABLE_TITLE}' section")
     note = (
         "Written by `python tests/redteam.py --readme` from the files' headers "
-        "(tests/test_corpora.py checks it)."
+        "(tests/stories/test_corpora.py checks it)."
     )
     return f"{before}{TABLE_TITLE}\n\n{note}\n\n{attack_table(attacks)}"
 

@@ -1,7 +1,7 @@
 """The grade sheet's own pieces, on a small gradebook made here: statuses kept beside the
 gradebook, late penalties recomputed when a score changes, what the exchange holds, the table,
 lateness in words, the Moodle files. (Its numbers against nbgrader's export, after real grading:
-tests/test_term.py and tests/test_steps.py.)"""
+tests/stories/test_term.py and tests/stories/test_steps.py.)"""
 
 from __future__ import annotations
 

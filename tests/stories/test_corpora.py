@@ -50,7 +50,7 @@ from course_testing import (
     write_attack,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ASSIGNMENTS = sorted(CONTRACT)
 HONEST, MISCONCEPTIONS = corpus("honest"), corpus("misconceptions")
 SECRETS = distinctive_secrets()
@@ -203,7 +203,7 @@ def honest_by_nbgrader(honest_and_misconceptions):
     return course, honest
 
 
-@SLOW  # the route is in the default run: tests/test_field.py grades honest answers with it
+@SLOW  # the route is in the default run: tests/stories/test_field.py grades honest answers with it
 def test_every_honest_answer_gets_every_point_through_nbgrader_too(honest_by_nbgrader):
     course, honest = honest_by_nbgrader
     lost = [

@@ -14,7 +14,8 @@ from course_testing import CONTRACT, REPO, venv_env
 ASSIGNMENTS = list(CONTRACT)
 # `nbgrader validate` (a cold kernel each) on the first assignment in the default run, on the
 # others with the tests marked slow: the default run grades every assignment's reference (full
-# marks, tests/test_answers.py) and stubs (0 points: dan in tests/test_demo.py) anyway.
+# marks, tests/stories/test_answers.py) and stubs (0 points: dan in tests/stories/test_demo.py)
+# anyway.
 VALIDATED = [
     pytest.param(a, marks=() if a == ASSIGNMENTS[0] else pytest.mark.slow) for a in ASSIGNMENTS
 ]

@@ -24,11 +24,11 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 from packaging.requirements import Requirement
-from test_environment import conda_pins, disagreements, pip_pins
 from traitlets.config.loader import PyFileConfigLoader
 
 from course import studentcopy
 from course_testing import CONTRACT, REPO, distinctive_secrets
+from pins import conda_pins, disagreements, pip_pins
 
 BINDER_REPO = "someone/autograd-course-students"
 INSTRUCTOR_TOOLS = {"pytest", "hypothesis", "playwright", "ruff", "dask", "distributed"}
