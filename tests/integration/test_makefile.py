@@ -22,7 +22,10 @@ BUILDS_VENV = "-m venv .venv"
 def make_n(folder: Path, target: str, active: Path | None = None) -> str:
     """What ``make target`` would run in ``folder`` with ``active`` as the active environment
     (none: a fresh shell)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
+    # A fresh shell: no active environment, and no make above it (`make test` runs this one:
+    # its MAKELEVEL and MAKEFLAGS would add "Entering directory" lines and its options).
+    dropped = ("VIRTUAL_ENV", "CONDA_PREFIX", "MAKELEVEL", "MAKEFLAGS", "MFLAGS")
+    env = {k: v for k, v in os.environ.items() if k not in dropped}
     if active is not None:
         env["VIRTUAL_ENV"] = str(active)
     done = subprocess.run(["make", "-n", target], cwd=folder, env=env, capture_output=True,
