@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import errno
 import json
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -166,8 +168,13 @@ def test_kill_uid_ends_every_process_of_a_kernel_uid(tmp_path):
 
 
 HOPPER = """
-import os, time
+import os, sys
+hops = 0
 while True:  # fork, and let the parent go: a new pid every few microseconds
+    hops += 1
+    if hops % 100 == 0:  # the count goes on in the child: it moves while any hopper lives
+        with open(sys.argv[1], "w") as count:
+            count.write(str(hops))
     if os.fork():
         os._exit(0)
 """
@@ -195,7 +202,20 @@ def test_kill_uid_ends_a_process_that_hops_from_pid_to_pid():
     if not python.exists():
         pytest.skip(f"{python} is missing")
     uid = sandbox.FIRST_UID + 999_998
-    subprocess.Popen([python, "-c", HOPPER], user=uid, group=uid, start_new_session=True)
+    # A scan of /proc can miss a process that changes pid every few microseconds; the count
+    # the hoppers write cannot: it moves while one lives. (In /tmp itself: pytest's folders are
+    # closed to other uids.)
+    shared = Path(tempfile.mkdtemp(prefix="hopper-", dir="/tmp"))
+    shared.chmod(0o777)
+    count = shared / "count"
+
+    def hops() -> int:
+        text = count.read_text() if count.exists() else ""
+        return int(text) if text.strip() else 0
+
+    subprocess.Popen(
+        [python, "-c", HOPPER, str(count)], user=uid, group=uid, start_new_session=True
+    )
 
     def seen(samples: int) -> bool:
         """Whether a live process of ``uid`` shows up in any of ``samples`` looks at /proc."""
@@ -214,10 +234,17 @@ def test_kill_uid_ends_a_process_that_hops_from_pid_to_pid():
         return True
 
     # Deadlines, not durations: on a loaded machine Python itself takes seconds to start.
-    assert within(60, lambda: _processes_of(uid)), "the hopper runs"
-    sandbox.kill_uid(uid)
-    within(30, lambda: not _processes_of(uid))  # SIGKILLed processes take a moment to die
-    assert not seen(20), f"a hopper outlived the kill: {_processes_of(uid)}"
+    try:
+        assert within(60, lambda: hops() > 0), "the hopper runs"
+        sandbox.kill_uid(uid)
+        within(30, lambda: not _processes_of(uid))  # SIGKILLed processes take a moment to die
+        assert not seen(20), f"a hopper outlived the kill: {_processes_of(uid)}"
+        before = hops()
+        time.sleep(1)
+        assert hops() == before, "a hopper outlived the kill: the count still moves"
+    finally:
+        sandbox.kill_uid(uid)
+        shutil.rmtree(shared, ignore_errors=True)
 
 
 # ---- the kernel as a whole: its home's size, its cgroup ---------------------------------------
