@@ -32,7 +32,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from course import release  # noqa: E402
-from course.grading import batch, sandbox  # noqa: E402
+from course.grading import (  # noqa: E402
+    batch,
+    draws,  # noqa: E402
+    sandbox,
+)
 from course.grading.coursedir import CONFIG_FILE, Course  # noqa: E402
 from course.grading.draws import course_secret  # noqa: E402
 from course.submission import (  # noqa: E402
@@ -78,7 +82,7 @@ def make_references(course: Course, workers: int) -> None:
     wanted: dict[str, set[int]] = {}
     for assignment in course.assignments:
         for student in course.submitted_students(assignment):
-            draw = batch.submission_draw(course, assignment, student)
+            draw = draws.hand_in_draw(course.root, assignment, student)
             wanted.setdefault(assignment, set()).add(draw)
     batch.make_references(course, wanted, workers)
 

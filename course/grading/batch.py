@@ -182,13 +182,6 @@ def check_references(course: Course, assignments: list[str], workers: int = 2) -
     return found
 
 
-def submission_draw(course: Course, assignment: str, student: str) -> int:
-    """The draw of a hand-in's hidden inputs (`course.grading.draws`); raises
-    `handin.HandInError` for a file that is not what it claims."""
-    names = [p.name for p in _sources(course, assignment)]
-    return draws.hand_in_draw(course.root, assignment, student, names)
-
-
 def make_references(course: Course, wanted: dict[str, set[int]], workers: int) -> None:
     """The reference's records for each assignment's ``wanted`` draws
     (`course.grading.reference`): one kernel per notebook and chunk of draws not made before,
@@ -341,7 +334,7 @@ def grade(
                             workdir / "gradebook.db",
                             workdir,
                             workdir / "warm" if warm else None,
-                            submission_draw(course, assignment, student),
+                            draws.hand_in_draw(course.root, assignment, student),
                         )
                     )
         with api.gradebook as gb:  # make sure every student exists before the snapshot

@@ -66,10 +66,12 @@ def submission_draw(
     return int.from_bytes(hashlib.sha256(text).digest()[:8], "big") >> 1 or 1
 
 
-def hand_in_draw(course_root: Path, assignment: str, student: str, names: list[str]) -> int:
-    """The draw of the hand-in in ``submitted/<student>/<assignment>/``, whose notebooks are
-    ``names``; raises `course.grading.handin.HandInError` for a file that is not what it claims."""
+def hand_in_draw(course_root: Path, assignment: str, student: str) -> int:
+    """The draw of the hand-in in ``submitted/<student>/<assignment>/``: its notebooks are those
+    the source has; raises `course.grading.handin.HandInError` for a file that is not what it
+    claims. `grade` and plain `nbgrader autograde` both draw here."""
     folder = Path(course_root) / "submitted" / student / assignment
+    names = [p.name for p in (Path(course_root) / "source" / assignment).glob("*.ipynb")]
     notebooks = {
         name: handin.read_bytes(folder / name, handin.NOTEBOOK_LIMIT)
         for name in names

@@ -191,15 +191,14 @@ class GradingExecute(Execute):
         if not source.is_file():
             return {}
         info = (resources or {}).get("nbgrader", {})
-        self._draw = self.draw if self.draw >= 0 else self._submission_draw(info)
+        # plain `nbgrader autograde` (no draw given): from the hand-in folder, as `grade` draws
+        self._draw = (
+            self.draw
+            if self.draw >= 0
+            else hand_in_draw(self._course, info["assignment"], info["student"])
+        )
         cache = cache_dir(self._course, info.get("assignment", ""))
         return records(source, cache, [self._draw])[self._draw]
-
-    def _submission_draw(self, info: dict) -> int:
-        """The draw of the submission being graded (plain `nbgrader autograde`): from its hand-in
-        folder, as `grade` makes it (`course.grading.draws`)."""
-        names = [p.name for p in (self._course / "source" / info["assignment"]).glob("*.ipynb")]
-        return hand_in_draw(self._course, info["assignment"], info["student"], names)
 
     def _widgets_after_prefix(self, index: int) -> None:
         """Where the prefix ends, restore the widget models it made (warm)."""
