@@ -92,8 +92,13 @@ def run_demo(
         for assignment in assignments:
             hand_in(course, student, assignment)
     bar = bar or Progress()
-    outcomes = batch.grade(
-        course, assignments, DEMO_CLASS, workers=os.cpu_count() or 1, **bar.callbacks()
+    outcomes = batch.grade(  # the demo's hand-ins are the course's own answers: no sandbox needed
+        course,
+        assignments,
+        DEMO_CLASS,
+        workers=os.cpu_count() or 1,
+        allow_unsandboxed=True,
+        **bar.callbacks(),
     )
     bar.close()
     log("")

@@ -21,12 +21,12 @@ import nbformat
 from nbgrader.api import MissingEntry
 from sqlalchemy.exc import SQLAlchemyError
 
-from . import draws, handin, reference, resume
+from . import cluster, draws, gradebook, handin, reference, resume, sandbox
 from .coursedir import Course, CourseError, nbgrader_reason
-from .jobs import Job, JobResult
-from .record import RecordError, record
+from .jobs import Job, JobResult, pack
+from .record import RecordError, install_files, record
 from .runner import run_jobs
-from .warm import WarmUp
+from .warm import WarmUp, prefix_texts
 
 GRADED, PARTIAL, FAILED, MISSING = "graded", "partial", "failed", "missing"
 STATUSES = (GRADED, PARTIAL, FAILED, MISSING)
@@ -220,13 +220,13 @@ def _scores(api, assignment: str, student: str) -> Outcome:
     return Outcome(assignment, student, status, detail, score, max_score, cell_scores, cell_max)
 
 
-def _record(course: Course, api, result: JobResult, workdir: Path) -> Outcome:
+def _record(course: Course, api, result: JobResult) -> Outcome:
     """Write a finished job's grades into the real gradebook and its files into the course."""
     problem = None if result.ok else result.failure or classify_failure(result.log)
     grader_fault = result.failure is not None
     if problem is None:
         try:
-            record(course, api, result, workdir)
+            record(course, api, result)
         except handin.HandInError as error:  # changed in submitted/ since it was checked
             problem = str(error)
         except (RecordError, OSError, SQLAlchemyError, MissingEntry) as error:
@@ -240,12 +240,11 @@ def _record(course: Course, api, result: JobResult, workdir: Path) -> Outcome:
         return outcome
     outcome = _scores(api, result.assignment, result.student)
     feedback = course.root / "feedback" / result.student / result.assignment
-    if feedback.exists():
-        shutil.rmtree(feedback)
     if result.feedback is None:
+        shutil.rmtree(feedback, ignore_errors=True)
         outcome.detail = "; ".join(filter(None, [outcome.detail, "feedback could not be written"]))
     else:
-        shutil.copytree(result.feedback, feedback)
+        install_files(result.feedback, feedback)
     return outcome
 
 
@@ -272,21 +271,34 @@ def grade(
     workers: int = 1,
     warm: bool = True,
     executor: Executor | None = None,
+    client=None,
+    allow_unsandboxed: bool = False,
+    on_notice: Callable[[str], None] | None = None,
 ) -> list[Outcome]:
     """Grade every student on the roster (gradebook ∪ submitted/) for each assignment.
 
-    Submissions are graded as independent jobs (`course.grading.jobs`), ``workers`` at a time
-    (`course.grading.runner`); only this process writes the gradebook. Kernels are forked from
-    warm zygotes (`course.grading.warm`) unless ``warm`` is False. ``executor`` (any
-    ``concurrent.futures.Executor``, e.g. a dask client's ``get_executor()``) runs the jobs
-    instead of a local pool. ``on_start(total)`` is called once the number of submissions is
-    known, ``on_outcome`` after each one. Raises `CourseError` before touching anything when an
-    assignment's source no longer matches its graded cells.
+    Submissions are graded as independent jobs that carry their data (`course.grading.jobs`),
+    ``workers`` at a time in a local pool (`course.grading.runner`), or on ``executor`` (any
+    ``concurrent.futures.Executor``), or on the workers of a dask ``client``
+    (`course.grading.cluster`: each worker gets zygotes of its own); only this process writes
+    the gradebook. Kernels are forked from warm zygotes unless ``warm`` is False. Where
+    kernels would get no sandbox (here, or on a dask worker) nothing is graded unless
+    ``allow_unsandboxed``; ``on_notice`` hears, once, what the sandbox enforces.
+    ``on_start(total)`` is called once the number of submissions is known, ``on_outcome`` after
+    each one. Raises `CourseError` before touching anything when an assignment's source no
+    longer matches its graded cells.
     """
     students_asked = students
     chosen = course.check_assignments(assignments)
     for assignment in chosen:  # before anything is touched
         course.check_released(assignment)
+    notice = on_notice or (lambda line: None)
+    if client is None and (reason := sandbox.unavailable()) and not allow_unsandboxed:
+        raise CourseError(
+            f"kernels cannot be sandboxed here ({reason}), so student code could read the "
+            "course: grade where user namespaces are allowed (or as root), or pass "
+            "--allow-unsandboxed to grade here anyway (a disposable container or VM)"
+        )
     phase = on_phase or (lambda doing: None)
     phase("checking the reference solutions' records")
     prefixes = check_references(course, chosen, workers)
@@ -308,14 +320,21 @@ def grade(
     outcomes: dict[tuple[str, str], Outcome] = {}
     # Zygotes only for what someone on the roster handed in (a term's later assignments may have
     # no submission yet), and first: they take seconds to start, while the submissions are
-    # checked and the gradebook snapshot is made (a kernel waits for its notebook's zygote).
+    # checked and the jobs' gradebook is made (a kernel waits for its notebook's zygote).
     handed_in = {a for a in chosen if set(roster) & set(course.submitted_students(a))}
-    zygotes = {s: p for s, p in prefixes.items() if warm and s.parent.name in handed_in}
-    with (
-        tempfile.TemporaryDirectory(prefix="course-grade-") as tmp,
-        contextlib.closing(WarmUp(zygotes, Path(tmp) / "warm")),
-    ):
-        workdir = Path(tmp)
+    zygotes = prefix_texts(
+        {s: p for s, p in prefixes.items() if warm and s.parent.name in handed_in}
+    )
+    with contextlib.ExitStack() as stack:
+        workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="course-grade-")))
+        if client is not None:
+            notice(cluster.prepare(client, zygotes, allow_unsandboxed))
+            stack.callback(cluster.release, client)
+            executor = client.get_executor()
+        else:
+            notice(f"sandbox: {sandbox.protections()}")
+            if executor is None:  # another executor's processes find no zygote: they start cold
+                stack.enter_context(contextlib.closing(WarmUp(zygotes, workdir / "warm")))
         jobs = []
         # Student by student, each assignment in turn: every notebook's warm process is used
         # from the start.
@@ -326,21 +345,13 @@ def grade(
                 elif problem := check_submission_files(course, assignment, student):
                     done(_failed(api, assignment, student, problem))
                 else:
-                    jobs.append(
-                        Job(
-                            course.root,
-                            assignment,
-                            student,
-                            workdir / "gradebook.db",
-                            workdir,
-                            workdir / "warm" if warm else None,
-                            draws.hand_in_draw(course.root, assignment, student),
-                        )
-                    )
-        with api.gradebook as gb:  # make sure every student exists before the snapshot
+                    draw = draws.hand_in_draw(course.root, assignment, student)
+                    jobs.append(Job(assignment, student, draw, warm))
+        with api.gradebook as gb:  # every student on the roster exists before anything is graded
             for student in roster:
                 gb.update_or_create_student(student)
-        shutil.copy2(course.gradebook, workdir / "gradebook.db")
+        class_free = gradebook.class_free(course, workdir)
+        extensions = {a: gradebook.extensions(course, a) for a in chosen}
         selection = list(students_asked) if students_asked is not None else None
         kept, earlier = set(), resume.recorded(course, chosen, selection)
         for job in [j for j in jobs if (j.assignment, j.student) in earlier]:
@@ -355,13 +366,21 @@ def grade(
         for job in jobs:
             wanted.setdefault(job.assignment, set()).add(job.draw)
         make_references(course, wanted, workers)
-        phase("grading; kernels wait for their notebook's warm process" if warm else "grading")
+        phase("grading; kernels wait for their notebook's warm process" if zygotes else "grading")
         recorded = set(kept)
+
+        def packed(job: Job):
+            extension = extensions[job.assignment].get(job.student)
+            return pack(course, job, class_free, extension)
+
+        local_zygotes = workdir / "warm" if executor is None and zygotes else None
         try:
-            with contextlib.closing(run_jobs(jobs, workers, executor)) as results:
+            with contextlib.closing(
+                run_jobs(jobs, workers, executor, pack=packed, zygotes=local_zygotes)
+            ) as results:
                 for result in results:
                     with _interrupt_deferred():  # never half-recorded
-                        done(_record(course, api, result, workdir))
+                        done(_record(course, api, result))
                         recorded.add((result.assignment, result.student))
         except KeyboardInterrupt:
             resume.interrupted(course, chosen, selection, recorded)

@@ -121,6 +121,33 @@ def _copy(source: Path, dest: Path) -> None:
     os.replace(partial, dest)
 
 
+STUDENT_TABLES = ("comment", "grade", "submitted_notebook", "submitted_assignment", "student")
+
+
+def class_free(course: Course, folder: Path) -> bytes:
+    """The course's gradebook with every student's rows deleted and the file rebuilt (VACUUM:
+    no deleted row stays in a free page): assignments, notebooks and cells only. What a grading
+    job carries (`course.grading.jobs`), so that no job holds anything of another student."""
+    path = folder / "class-free.db"
+    _copy(course.gradebook, path)
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        for table in STUDENT_TABLES:  # children first
+            db.execute(f"DELETE FROM {table}")
+        db.commit()
+        db.execute("VACUUM")
+    return path.read_bytes()
+
+
+def extensions(course: Course, assignment: str) -> dict[str, str]:
+    """The extensions a person gave for ``assignment``: student -> extension (naive UTC)."""
+    query = (
+        "SELECT s.student_id, s.extension FROM submitted_assignment s JOIN assignment a "
+        "ON a.id = s.assignment_id WHERE a.name = ? AND s.extension IS NOT NULL"
+    )
+    with read_only(course.gradebook) as db:
+        return {student: str(extension) for student, extension in db.execute(query, (assignment,))}
+
+
 def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 

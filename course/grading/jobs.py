@@ -1,35 +1,51 @@
-"""Grading one submission as a self-contained job, so many can run at once (or on other machines).
+"""Grading one submission as a self-contained job, so many can run at once, here or on other
+machines that share no folder with the course.
 
-Runs in: a worker (a job is built by the grader, as plain data).
+Runs in: the grader (`pack`) and a worker (`run_job`): what passes between them is plain data.
 
-A job gets the course's config, one assignment's source, a snapshot of the gradebook and one
-student's submission, and runs nbgrader's own autograde and feedback on them in a private scratch
-course. It leaves the autograded notebooks there and returns the rows autograde wrote (plain
-data) and where the feedback pages are. The caller then records them in the one real course
-(`course.grading.record`), so the gradebook is only ever written from one process.
+The grader packs a job (`Parcel`): the course's config, one assignment's source, a gradebook that
+holds no student (`course.grading.gradebook.class_free`), that one student's hand-in, and the
+reference's records for that submission's draw alone. A worker lays them out as a scratch course
+in a folder of its own, runs nbgrader's own autograde and feedback there, and returns what they
+wrote as data (`JobResult`): the rows autograde wrote, the autograded notebooks, the feedback
+pages. The grader then records them in the one real course (`course.grading.record`), so the
+gradebook is only ever written from one process. No path of the instructor's crosses: a worker
+needs no view of the course folder.
 """
 
 from __future__ import annotations
 
+import datetime
 import re
-import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import handin
+from . import handin, reference, warm
 from .coursedir import CONFIG_FILE, Course
 from .execute import GraderTrouble
+
+GRADEBOOK = "gradebook.db"
 
 
 @dataclass(frozen=True)
 class Job:
-    course_root: Path
+    """One submission to grade, as the grader decides it (the parcel carries its data)."""
+
     assignment: str
     student: str
-    gradebook: Path  # a snapshot of the course gradebook, copied, never written
-    workdir: Path  # the job's own scratch course is made under it
-    warm_dir: Path | None = None  # zygotes to fork kernels from (`course.grading.warm`); None: cold
     draw: int = 0  # the submission's hidden inputs (`course.grading.draws`); 0: the instructor's
+    warm: bool = True  # fork its kernels from the worker's zygotes (`course.grading.warm`)
+
+
+@dataclass(frozen=True)
+class Parcel:
+    """A job with everything a worker needs to grade it, as data."""
+
+    job: Job
+    files: dict[str, bytes]  # the scratch course's files by relative path
+    expected: dict[str, dict[str, list]]  # notebook -> grade id -> the reference's records
+    extension: str | None = None  # the student's extension (ISO, naive UTC), as the gradebook has
 
 
 @dataclass(frozen=True)
@@ -38,41 +54,41 @@ class JobResult:
     student: str
     ok: bool
     log: str  # nbgrader's log and traceback, for the failure reason
-    feedback: Path | None  # <scratch>/feedback/<student>/<assignment>, None if not written
+    feedback: dict[str, bytes] | None  # the feedback folder's files by relative path, if written
     failure: str | None = None  # the grader's own trouble, not the submission's: retried
     rows: dict | None = None  # what autograde wrote in the scratch gradebook (`job_rows`)
+    autograded: dict[str, bytes] | None = None  # notebook file name -> what autograde wrote
+    mode: int = 0o444  # the permissions nbgrader gave the autograded notebooks
 
 
-def scratch_dir(workdir: Path, assignment: str, student: str) -> Path:
-    """The private course in which one submission is graded."""
-    return Path(workdir) / f"{assignment}--{student}"
+def _folder_files(folder: Path, prefix: str = "") -> dict[str, bytes]:
+    """Every regular file under ``folder`` (no link followed), by ``prefix`` + its path there."""
+    return {
+        prefix + path.relative_to(folder).as_posix(): path.read_bytes()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and not path.is_symlink()
+    }
 
 
-def prepare(job: Job) -> Course:
-    """Lay out the job's scratch course: config, source, gradebook snapshot, the submission."""
-    scratch = scratch_dir(job.workdir, job.assignment, job.student)
-    if scratch.exists():
-        shutil.rmtree(scratch)
-    (scratch / "source").mkdir(parents=True)
-    shutil.copy2(job.course_root / CONFIG_FILE, scratch / CONFIG_FILE)
-    shutil.copytree(
-        job.course_root / "source" / job.assignment, scratch / "source" / job.assignment
-    )
-    course = Course.at(scratch)
-    shutil.copy2(job.gradebook, course.gradebook)
+def pack(course: Course, job: Job, gradebook: bytes, extension: str | None = None) -> Parcel:
+    """The parcel of ``job``: read in the grader, from the course folder."""
+    sources = course.root / "source" / job.assignment
+    files = {CONFIG_FILE: (course.root / CONFIG_FILE).read_bytes(), GRADEBOOK: gradebook}
+    files |= _folder_files(sources, f"source/{job.assignment}/")
     # Only the assignment's notebooks and nbgrader's own files (the submission time, the secret
     # release_feedback checks): a student's torch.py (or any other file) never lands beside the
     # notebook, where the kernel would import it instead of the real one.
-    wanted = {p.name for p in (scratch / "source" / job.assignment).glob("*.ipynb")}
-    wanted |= {handin.TIMESTAMP, handin.SECRET}
-    submitted = job.course_root / "submitted" / job.student / job.assignment
-    copy = scratch / "submitted" / job.student / job.assignment
-    copy.mkdir(parents=True)
-    for name in sorted(wanted):  # checked by the grader before the job (`handin.check`)
+    notebooks = sorted(sources.glob("*.ipynb"))
+    wanted = [p.name for p in notebooks] + [handin.TIMESTAMP, handin.SECRET]
+    submitted = course.root / "submitted" / job.student / job.assignment
+    for name in wanted:  # checked by the grader before the job (`handin.check`)
         path = submitted / name
         if path.is_file() and not path.is_symlink():  # a link could point at anything
-            (copy / name).write_bytes(handin.read_bytes(path, handin.NOTEBOOK_LIMIT))
-    return course
+            data = handin.read_bytes(path, handin.NOTEBOOK_LIMIT)
+            files[f"submitted/{job.student}/{job.assignment}/{name}"] = data
+    cache = reference.cache_dir(course.root, job.assignment)
+    expected = {p.stem: reference.records(p, cache, [job.draw])[job.draw] for p in notebooks}
+    return Parcel(job, files, expected, extension)
 
 
 def job_rows(api, assignment: str, student: str) -> dict:
@@ -91,20 +107,50 @@ def job_rows(api, assignment: str, student: str) -> dict:
         }
 
 
-def run_job(job: Job) -> JobResult:
-    """Autograde and write feedback for one submission in its scratch course."""
-    course = prepare(job)
-    warm = {"warm_dir": str(job.warm_dir)} if job.warm_dir else {}
-    api = course.api(course_root=str(job.course_root), draw=job.draw, **warm)
-    result = api.autograde(job.assignment, job.student, force=True, create=True)
-    log = f"{result.get('log', '')}\n{result.get('error') or ''}"
-    if not result["success"]:
-        # Only the grader's own steps raise it, for trouble that is not the submission's.
-        found = re.search(rf"{GraderTrouble.__name__}: (.+)", log)
-        trouble = f"the grading kernel: {found[1][:200]}" if found else None
-        return JobResult(job.assignment, job.student, False, log, None, trouble)
-    rows = job_rows(api, job.assignment, job.student)
-    feedback = api.generate_feedback(job.assignment, job.student, force=True)
-    pages = course.root / "feedback" / job.student / job.assignment
-    done = pages if feedback["success"] else None
-    return JobResult(job.assignment, job.student, True, log, done, rows=rows)
+def _lay_out(parcel: Parcel, root: Path) -> Course:
+    """Write the parcel's files as a scratch course at ``root``."""
+    for relative, data in parcel.files.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    course = Course.at(root)
+    if parcel.extension:  # nbgrader's late penalty counts it from the submission's row
+        from nbgrader.api import Gradebook
+
+        job = parcel.job
+        with Gradebook(f"sqlite:///{course.gradebook}") as gb:
+            gb.update_or_create_student(job.student)
+            extension = datetime.datetime.fromisoformat(parcel.extension)
+            gb.add_submission(job.assignment, job.student, extension=extension)
+    return course
+
+
+def run_job(parcel: Parcel) -> JobResult:
+    """Autograde and write feedback for one submission in a scratch course of its own."""
+    job = parcel.job
+    with tempfile.TemporaryDirectory(prefix="course-job-") as folder:
+        course = _lay_out(parcel, Path(folder) / "course")
+        zygotes = warm.zygote_dir() if job.warm else None
+        api = course.api(
+            course_root=str(course.root),
+            draw=job.draw,
+            expected=parcel.expected,
+            **({"warm_dir": str(zygotes)} if zygotes else {}),
+        )
+        result = api.autograde(job.assignment, job.student, force=True, create=True)
+        log = f"{result.get('log', '')}\n{result.get('error') or ''}"
+        if not result["success"]:
+            # Only the grader's own steps raise it, for trouble that is not the submission's.
+            found = re.search(rf"{GraderTrouble.__name__}: (.+)", log)
+            trouble = f"the grading kernel: {found[1][:200]}" if found else None
+            return JobResult(job.assignment, job.student, False, log, None, trouble)
+        rows = job_rows(api, job.assignment, job.student)
+        made = course.root / "autograded" / job.student / job.assignment
+        notebooks = {p.name: p.read_bytes() for p in sorted(made.glob("*.ipynb"))}
+        mode = min((p.stat().st_mode & 0o777 for p in made.glob("*.ipynb")), default=0o444)
+        feedback = api.generate_feedback(job.assignment, job.student, force=True)
+        pages = course.root / "feedback" / job.student / job.assignment
+        written = _folder_files(pages) if feedback["success"] else None
+        return JobResult(
+            job.assignment, job.student, True, log, written, None, rows, notebooks, mode
+        )

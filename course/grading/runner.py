@@ -18,7 +18,9 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
+from pathlib import Path
 
+from . import warm
 from .jobs import Job, JobResult, run_job
 
 ATTEMPTS = 3  # a job that failed for the grader's reasons runs at most this many times
@@ -35,17 +37,26 @@ def _settle(result: JobResult, job: Job, attempt: int, queue: deque) -> JobResul
     if result.failure is None:
         return result
     if attempt < ATTEMPTS:
-        queue.append((replace(job, warm_dir=None), attempt + 1))
+        queue.append((replace(job, warm=False), attempt + 1))
         return None
     return replace(result, failure=f"{result.failure} (the grader's fault, {attempt} attempts)")
 
 
-def _local_pool(workers: int) -> ProcessPoolExecutor:
-    # spawn: workers start clean, never inheriting the parent's open gradebook connections. Each
-    # leads a session of its own, so a Ctrl-C at the terminal reaches only the grader, which
-    # stops them (`_stop_now`), never a worker in the middle of a job.
+def _start_worker(zygotes: Path | None) -> None:
+    """A pool worker leads a session of its own, so a Ctrl-C at the terminal reaches only the
+    grader, which stops it (`_stop_now`), never in the middle of a job; its jobs fork their
+    kernels from the grader's ``zygotes``."""
+    os.setsid()
+    warm.set_zygote_dir(zygotes)
+
+
+def _local_pool(workers: int, zygotes: Path | None) -> ProcessPoolExecutor:
+    # spawn: workers start clean, never inheriting the parent's open gradebook connections.
     return ProcessPoolExecutor(
-        workers, mp_context=multiprocessing.get_context("spawn"), initializer=os.setsid
+        workers,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_start_worker,
+        initargs=(zygotes,),
     )
 
 
@@ -60,31 +71,44 @@ def run_jobs(
     jobs: list[Job],
     workers: int,
     executor: Executor | None = None,
-    run: Callable[[Job], JobResult] = run_job,
+    run: Callable = run_job,
+    pack: Callable = lambda job: job,
+    zygotes: Path | None = None,
 ) -> Iterator[JobResult]:
-    """Run ``jobs`` on ``executor`` (kept as it is), or ``workers`` at a time in a local pool of
-    processes (replaced when a worker dies), or here when ``workers`` is 1; yield each job's
-    final result as soon as it is known."""
+    """Run ``run(pack(job))`` for each of ``jobs`` on ``executor`` (kept as it is), or
+    ``workers`` at a time in a local pool of processes (replaced when a worker dies), or here
+    when ``workers`` is 1; yield each job's final result as soon as it is known. A job's data
+    is packed only when it is sent, so a class of thousands is never in memory at once. Local
+    jobs fork their kernels from the ``zygotes`` served in that folder."""
     queue: deque[tuple[Job, int]] = deque((job, 1) for job in jobs)
     if executor is None and workers <= 1:
-        while queue:
-            job, attempt = queue.popleft()
-            try:
-                result = run(job)
-            except Exception as error:
-                result = grader_failure(job, error)
-            if (final := _settle(result, job, attempt, queue)) is not None:
-                yield final
+        warm.set_zygote_dir(zygotes)
+        try:
+            while queue:
+                job, attempt = queue.popleft()
+                try:
+                    result = run(pack(job))
+                except Exception as error:
+                    result = grader_failure(job, error)
+                if (final := _settle(result, job, attempt, queue)) is not None:
+                    yield final
+        finally:
+            warm.set_zygote_dir(None)
         return
     own = executor is None
-    pool = _local_pool(workers) if own else executor
+    pool = _local_pool(workers, zygotes) if own else executor
     limit = workers if own else max(1, len(jobs))
     running: dict[Future, tuple[Job, int, Executor]] = {}
 
     def fill() -> None:
         while queue and len(running) < limit:
             job, attempt = queue.popleft()
-            running[pool.submit(run, job)] = (job, attempt, pool)
+            try:
+                future = pool.submit(run, pack(job))
+            except Exception as error:  # packing failed: settled as a worker's failure is
+                future = Future()
+                future.set_exception(error)
+            running[future] = (job, attempt, pool)
 
     try:
         while queue or running:
@@ -99,7 +123,7 @@ def run_jobs(
                     result = grader_failure(job, error)
                     if own and isinstance(error, BrokenProcessPool) and ran_on is pool:
                         pool.shutdown(wait=False, cancel_futures=True)
-                        pool = _local_pool(workers)
+                        pool = _local_pool(workers, zygotes)
                 if (final := _settle(result, job, attempt, queue)) is not None:
                     finals.append(final)
             fill()  # before the caller records these: no worker waits for that

@@ -4,7 +4,8 @@ Runs in: the process that becomes a grading kernel, before any student code runs
 which kills a kernel's uid).
 
 Everywhere: resource limits (memory, CPU seconds, processes, file size, no core dumps).
-Where the machine allows it (Linux, as root or with CAP_SYS_ADMIN), also:
+Where the machine allows it (Linux, as root with CAP_SYS_ADMIN, or any user where the kernel
+allows unprivileged user namespaces), also:
 - its own root folder, built from an allow-list: the Python installation, the system's /usr and
   the `course` package, read-only; its own private folder (home, sockets, working folder),
   writable; private /tmp, /var/tmp and /dev/shm; /dev/null and the random devices; a /proc of its
@@ -18,7 +19,10 @@ Where the machine allows it (Linux, as root or with CAP_SYS_ADMIN), also:
   over Unix sockets, which need none) and IPC namespace (no shared memory or semaphores with
   another kernel);
 - a uid of its own (not root, and shared with no other kernel): it cannot write what it was not
-  given, signal the grader, or use up another kernel's process quota;
+  given, signal the grader, or use up another kernel's process quota. Unprivileged (a user
+  namespace: an ordinary pod, a worker run as a plain user) there is no other uid to give: the
+  kernel keeps the grader's uid with every capability dropped, and its namespaces are what keep
+  it from the grader (it sees none of its files, and no process outside its own);
 - a home of a fixed size: its private folder (HOME, TMPDIR, IPYTHONDIR, MPLCONFIGDIR, the working
   folder) is a tmpfs of ``Limits.home_mb`` in its own mount namespace, so no path it may write
   lies on the grader's disk (`_build_root`: what the grader and the kernel exchange there);
@@ -51,10 +55,14 @@ from pathlib import Path
 from .kernelenv import package_dir
 
 CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWPID, CLONE_NEWIPC = 0x20000, 0x40000000, 0x20000000, 0x8000000
+CLONE_NEWUSER = 0x10000000
 NAMESPACES = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWIPC
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
 MS_NOSYMFOLLOW, MS_BIND, MS_REC, MS_PRIVATE = 256, 4096, 16384, 1 << 18
+MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
+PR_CAPBSET_DROP, PR_SET_SECUREBITS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 28, 47, 4
+SECURE_NOTHING_REGAINED = 0xEF  # no root magic, no setuid fixup, no ambient raise: all locked
 NEW_ROOT = "/mnt"  # where the kernel's root is built, in its own mount namespace
 DEVICES = ("null", "zero", "full", "random", "urandom")
 SCRATCH = ("/tmp", "/var/tmp", "/dev/shm")
@@ -445,6 +453,15 @@ def _apply_limits(limits: Limits) -> None:
     _limit(resource.RLIMIT_FSIZE, limits.file_mb * mb)
 
 
+def _kept_flags(path: str) -> int:
+    """The flags of the mount ``path`` lies on that a remount must keep: in a user namespace the
+    kernel locks them (nodev, noexec, the atime mode), and a remount that drops one fails."""
+    got = os.statvfs(path).f_flag
+    pairs = [(os.ST_NODEV, MS_NODEV), (os.ST_NOEXEC, MS_NOEXEC), (os.ST_NOATIME, MS_NOATIME)]
+    pairs += [(os.ST_NODIRATIME, MS_NODIRATIME), (os.ST_RELATIME, MS_RELATIME)]
+    return sum(flag for st, flag in pairs if got & st)
+
+
 def _bind(source: str, target: str, read_only: bool) -> None:
     if os.path.isdir(source):
         os.makedirs(target, exist_ok=True)
@@ -453,7 +470,8 @@ def _bind(source: str, target: str, read_only: bool) -> None:
         open(target, "a").close()
     _mount(source, target, None, MS_BIND | MS_REC)
     if read_only:
-        _mount("none", target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_REC | MS_NOSUID)
+        flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_REC | MS_NOSUID | _kept_flags(source)
+        _mount("none", target, None, flags)
 
 
 def _tmpfs(target: str, mode: str, size_mb: int, flags: int = 0, owner: int = 0) -> None:
@@ -578,20 +596,68 @@ def _stand_in(kernel: int, parent: int, cgroup: KernelCgroup | None) -> None:
     os._exit(code if code >= 0 else 128 - code)
 
 
-def unavailable() -> str | None:
-    """Why kernels cannot get their own file view, network and uid here, or None if they can."""
-    if sys.platform != "linux" or os.geteuid() != 0:
-        return "grading does not run as root on Linux"
-    pid = os.fork()
-    if pid == 0:  # try in a throw-away child: unshare changes the caller for good
+def _isolate() -> bool:
+    """Give the calling process namespaces of its own: as root, those alone (the kernel then
+    gets a uid of its own: True); else inside a new user namespace whose root is the caller's
+    own uid (False). Raises `SandboxError` when neither is allowed."""
+    if os.geteuid() == 0:
         try:
             _call("unshare", NAMESPACES)
-            os._exit(0)
-        except SandboxError as error:
-            os._exit(error.errno or 1)
-    status = os.waitpid(pid, 0)[1]
-    code = os.waitstatus_to_exitcode(status)
-    return None if code == 0 else f"namespaces are not allowed here ({os.strerror(code)})"
+            return True
+        except SandboxError:  # root without CAP_SYS_ADMIN (a container): as an ordinary user
+            pass
+    uid, gid = os.geteuid(), os.getegid()
+    _call("unshare", CLONE_NEWUSER | NAMESPACES)
+    for name, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"), ("gid_map", f"0 {gid} 1")):
+        _write(f"/proc/self/{name}", text)
+    return False
+
+
+def _drop_capabilities() -> None:
+    """Keep none of the capabilities a user namespace's root has there (mount, chroot, ...), and
+    regain none by exec: the kernel cannot undo its file view or leave its root folder."""
+    _call("prctl", PR_SET_SECUREBITS, SECURE_NOTHING_REGAINED, 0, 0, 0)
+    last = int(Path("/proc/sys/kernel/cap_last_cap").read_text())
+    for capability in range(last + 1):
+        _call("prctl", PR_CAPBSET_DROP, capability, 0, 0, 0)
+    _call("prctl", PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    _call("capset", header, (ctypes.c_uint32 * 6)())  # effective, permitted, inheritable: none
+
+
+def unavailable() -> str | None:
+    """Why kernels cannot get their own file view, processes and network here, or None if they
+    can (`protections` says with which uid)."""
+    return _tried()[1]
+
+
+def protections() -> str:
+    """What a grading kernel here gets, in one line, for the grader to say once."""
+    own_uid, reason = _tried()
+    if reason:
+        return f"limits only: no namespaces ({reason}); the kernel runs with the grader's rights"
+    held = "own file view, processes, network and IPC"
+    held += ", a uid of its own" if own_uid else " (a user namespace: the grader's uid, no rights)"
+    cgroup = KernelCgroup.unavailable()
+    return held + (f"; per-process limits, no cgroup ({cgroup})" if cgroup else "; a cgroup")
+
+
+@functools.lru_cache(maxsize=1)
+def _tried() -> tuple[bool, str | None]:
+    """(whether kernels get a uid of their own, why they get no namespaces or None), tried once
+    in a throw-away child: unshare changes the caller for good."""
+    if sys.platform != "linux":
+        return False, "not Linux"
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os._exit(0 if _isolate() else 1)
+        except (SandboxError, OSError) as error:
+            os._exit(min(255, 2 + (error.errno or 0)))
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    if code in (0, 1):
+        return code == 0, None
+    return False, f"namespaces are not allowed here ({os.strerror(code - 2)})"
 
 
 def close_inherited() -> None:
@@ -616,33 +682,36 @@ def enter(policy: Policy) -> list[str]:
         os.setsid()  # its own process group: killing the kernel kills what it started
     except OSError:
         pass  # already a group leader (a launcher started with start_new_session)
-    uid = kernel_uid(os.getpid())  # the pid the grader knows, not the namespace's 1
-    isolated = False
-    if policy.isolate and os.geteuid() == 0:
+    isolated = own_uid = False
+    if policy.isolate:
         try:
-            _call("unshare", NAMESPACES)
+            own_uid = _isolate()
             isolated = True
         except SandboxError as error:
             missing.append(f"no namespaces of its own ({error.strerror})")
-    elif policy.isolate:
-        missing.append("no private file view, namespaces or own uid (the grader is not root)")
+    # the pid the grader knows, not the namespace's 1; in a user namespace its root, which is
+    # the grader's uid outside
+    uid = kernel_uid(os.getpid()) if own_uid else 0
     if isolated:
         _link_kernel_sockets(policy, os.getpid())
-        cgroup = KernelCgroup.join(policy.limits)  # before the namespace has a process
+        # before the namespace has a process
+        cgroup = KernelCgroup.join(policy.limits) if own_uid else None
         kernel = os.fork()
         if kernel:
             _stand_in(kernel, parent, cgroup)
-        for folder in {policy.private, policy.workdir}:  # its view of the grader's: read-only
+        for folder in {policy.private, policy.workdir} if own_uid else ():
             for path in [folder, *(str(p) for p in Path(folder).rglob("*"))]:
-                os.lchown(path, uid, uid)
+                os.lchown(path, uid, uid)  # its view of the grader's: read-only
         _build_root(policy, uid)
     _apply_limits(policy.limits)
     _call("prctl", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)  # no setuid binary gives rights back
-    if isolated:
+    if own_uid:
         os.setgroups([])
         os.setgid(uid)
-        os.setuid(uid)
+        os.setuid(uid)  # and with it every capability
         die_with_parent()  # again after setuid, which clears it
+    elif isolated:
+        _drop_capabilities()
     home = policy.private
     os.environ.update(
         HOME=home,

@@ -23,7 +23,6 @@ import contextlib
 import json
 import os
 import select
-import shutil
 import signal
 import socket
 import subprocess
@@ -254,6 +253,9 @@ def serve_all(spec_paths: list[Path]) -> None:
 
     from .sandbox import die_with_parent
 
+    die_with_parent()  # its grader (or dask worker) killed outright: the zygotes go too
+    if os.getppid() == 1:  # it ended before that took hold
+        return
     root, zygotes = os.getpid(), []
     for spec_path in spec_paths:
         pid = os.fork()
@@ -273,17 +275,38 @@ def serve_all(spec_paths: list[Path]) -> None:
             os.waitpid(pid, 0)
 
 
-class WarmUp:
-    """A zygote for every notebook whose prefix the reference's run recorded (``prefixes``: the
-    source notebook -> that file), started in the background by one process (`serve_all`):
-    grading starts at once, and a kernel waits for its notebook's zygote (`zygote_socket`)."""
+def prefix_texts(prefixes: dict[Path, Path]) -> dict[tuple[str, str], str]:
+    """The prefixes the reference's run recorded (source notebook -> its file) as data, as
+    `WarmUp` takes them: (assignment, notebook) -> the file's text."""
+    return {(s.parent.name, s.stem): path.read_text() for s, path in sorted(prefixes.items())}
 
-    def __init__(self, prefixes: dict[Path, Path], warm_dir: Path):
+
+_zygote_dir: Path | None = None  # where this process's jobs find zygotes
+
+
+def set_zygote_dir(folder: Path | None) -> None:
+    """Say where the zygotes that serve this process's jobs are (None: none, start cold): set in
+    each worker, by the grader's pool or a dask worker plugin (`course.grading.cluster`)."""
+    global _zygote_dir
+    _zygote_dir = folder
+
+
+def zygote_dir() -> Path | None:
+    return _zygote_dir
+
+
+class WarmUp:
+    """A zygote for every notebook whose prefix the reference's run recorded (``prefixes``:
+    (assignment, notebook) -> that file's text, `prefix_texts`), started in the background by one
+    process (`serve_all`): grading starts at once, and a kernel waits for its notebook's zygote
+    (`zygote_socket`). They end with the thread that made this `WarmUp`, or at `close`."""
+
+    def __init__(self, prefixes: dict[tuple[str, str], str], warm_dir: Path):
         self.specs: list[tuple[Path, Path]] = []  # (spec, socket) of each zygote
-        for notebook, recorded in sorted(prefixes.items()):
-            prefix = prefix_file(warm_dir, notebook.parent.name, notebook.stem)
+        for (assignment, notebook), text in sorted(prefixes.items()):
+            prefix = prefix_file(warm_dir, assignment, notebook)
             prefix.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(recorded, prefix)
+            atomic.write_text(prefix, text)
             spec, served = _beside(prefix, ".zygote.json"), _beside(prefix, ".sock")
             lead = Prefix.load(prefix).sources
             spec.write_text(json.dumps({"socket": str(served), "sources": lead}))

@@ -1,17 +1,16 @@
 """Recording a finished job (`course.grading.record`): the automatic fields that the job's
 autograde wrote reach the real gradebook, what a person entered stays, the autograded folder
-holds what nbgrader would put there (not what the kernel wrote, not what a link points at), and
-a job that does not match the course changes nothing and is the grader's failure."""
+holds what nbgrader would put there (not what a link points at), a job that does not match the
+course, or returns a file outside its folder, changes nothing and is the grader's failure."""
 
 from __future__ import annotations
 
-import shutil
 from datetime import datetime, timedelta
 
 import pytest
 
 from course.grading import batch
-from course.grading.jobs import JobResult, scratch_dir
+from course.grading.jobs import JobResult
 from course.grading.record import RecordError, record
 from course.submission import build_submission, write_submission
 from course_testing import copy_course
@@ -37,15 +36,12 @@ def _rows(course, score: float) -> dict:
         }
 
 
-def _job_done(course, workdir, student: str, rows: dict) -> JobResult:
-    """What a finished job leaves: its autograded folder (the notebook nbgrader wrote, and a
-    file the kernel wrote in its working folder) and its rows."""
-    made = scratch_dir(workdir, A, student) / "autograded" / student / A
-    made.mkdir(parents=True)
-    shutil.copy2(course.root / "release" / A / f"{A}.ipynb", made / f"{A}.ipynb")
-    (made / f"{A}.ipynb").chmod(0o444)
-    (made / "kernel_wrote.txt").write_text("from the student's kernel")
-    return JobResult(A, student, True, "", None, rows=rows)
+def _job_done(course, student: str, rows: dict, feedback: dict | None = None) -> JobResult:
+    """What a finished job returns: the notebook nbgrader wrote (read-only, as nbgrader makes
+    it), its rows and its feedback pages."""
+    notebook = (course.root / "release" / A / f"{A}.ipynb").read_bytes()
+    pages = feedback if feedback is not None else {f"{A}.html": b"<html></html>"}
+    return JobResult(A, student, True, "", pages, None, rows, {f"{A}.ipynb": notebook}, 0o444)
 
 
 def _hand_in(course, student: str) -> None:
@@ -55,7 +51,7 @@ def _hand_in(course, student: str) -> None:
     (folder / "secret.txt").symlink_to(course.root / "source" / A / f"{A}.ipynb")
 
 
-def test_the_autogrades_arrive_and_what_a_person_entered_stays(course, tmp_path):
+def test_the_autogrades_arrive_and_what_a_person_entered_stays(course):
     _hand_in(course, "ana")
     rows = _rows(course, 1.0)
     with course.api().gradebook as gb:
@@ -68,7 +64,7 @@ def test_the_autogrades_arrive_and_what_a_person_entered_stays(course, tmp_path)
         notebook.flagged = True
         gb.db.commit()
         person_name, other_name = person.name, other.name
-    record(course, course.api(), _job_done(course, tmp_path, "ana", rows), tmp_path)
+    record(course, course.api(), _job_done(course, "ana", rows))
     with course.api().gradebook as gb:
         submission = gb.find_submission(A, "ana")
         notebook = submission.notebooks[0]
@@ -82,22 +78,22 @@ def test_the_autogrades_arrive_and_what_a_person_entered_stays(course, tmp_path)
         assert submission.timestamp == datetime(2026, 1, 15, 12, 0)
 
 
-def test_a_grade_the_tests_could_not_give_is_left_for_a_person(course, tmp_path):
+def test_a_grade_the_tests_could_not_give_is_left_for_a_person(course):
     _hand_in(course, "ben")
     rows = _rows(course, 1.0)
     (notebook,) = rows.values()
     unscored = sorted(notebook["grades"])[0]
     notebook["grades"][unscored] = None
-    record(course, course.api(), _job_done(course, tmp_path, "ben", rows), tmp_path)
+    record(course, course.api(), _job_done(course, "ben", rows))
     with course.api().gradebook as gb:
         grades = {g.name: g for g in gb.find_submission(A, "ben").notebooks[0].grades}
     assert grades[unscored].needs_manual_grade
     assert not any(g.needs_manual_grade for name, g in grades.items() if name != unscored)
 
 
-def test_the_autograded_folder_holds_what_nbgrader_puts_there_and_no_more(course, tmp_path):
+def test_the_autograded_folder_holds_what_nbgrader_puts_there_and_no_more(course):
     _hand_in(course, "cleo")
-    record(course, course.api(), _job_done(course, tmp_path, "cleo", _rows(course, 0.0)), tmp_path)
+    record(course, course.api(), _job_done(course, "cleo", _rows(course, 0.0)))
     folder = course.root / "autograded" / "cleo" / A
     assert sorted(p.name for p in folder.iterdir()) == [f"{A}.ipynb", "notes.txt", "timestamp.txt"]
     assert (folder / "notes.txt").read_text() == "the student's own file"
@@ -107,28 +103,34 @@ def test_the_autograded_folder_holds_what_nbgrader_puts_there_and_no_more(course
     ), "nothing half-made is left behind"
 
 
-@pytest.mark.parametrize("damage", ["a cell missing", "a notebook missing", "no notebook file"])
-def test_a_job_that_does_not_match_the_course_changes_nothing(course, tmp_path, damage):
+@pytest.mark.parametrize(
+    "damage",
+    ["a cell missing", "a notebook missing", "no notebook file", "a page outside its folder"],
+)
+def test_a_job_that_does_not_match_the_course_changes_nothing(course, damage):
     dan = "dan-" + damage.replace(" ", "-")
     _hand_in(course, dan)
-    first = _job_done(course, tmp_path / "first", dan, _rows(course, 1.0))
-    record(course, course.api(), first, tmp_path / "first")
+    record(course, course.api(), _job_done(course, dan, _rows(course, 1.0)))
     before = (course.root / "autograded" / dan / A / f"{A}.ipynb").read_bytes()
     rows = _rows(course, 0.0)
     (notebook,) = rows.values()
+    feedback = None
     if damage == "a cell missing":
         notebook["grades"].popitem()
     elif damage == "a notebook missing":
         rows = {}
-    result = _job_done(course, tmp_path / "again", dan, rows)
+    elif damage == "a page outside its folder":
+        feedback = {f"../../other/{A}/{A}.html": b"forged"}
+    result = _job_done(course, dan, rows, feedback)
     if damage == "no notebook file":
-        (scratch_dir(tmp_path / "again", A, dan) / "autograded" / dan / A / f"{A}.ipynb").unlink()
+        result.autograded.clear()
     with pytest.raises(RecordError):
-        record(course, course.api(), result, tmp_path / "again")
+        record(course, course.api(), result)
     with course.api().gradebook as gb:
         assert all(g.auto_score == 1.0 for g in gb.find_submission(A, dan).notebooks[0].grades)
     assert (course.root / "autograded" / dan / A / f"{A}.ipynb").read_bytes() == before
     # and the grade run reports it as its own failure, the earlier grade kept
-    outcome = batch._record(course, course.api(), result, tmp_path / "again")
+    outcome = batch._record(course, course.api(), result)
     assert outcome.status == batch.FAILED and outcome.grader_fault
     assert "could not be recorded" in outcome.detail and "previous grade kept" in outcome.detail
+    assert not (course.root / "feedback" / "other").exists()

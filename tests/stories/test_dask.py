@@ -1,6 +1,8 @@
-"""Grading jobs run on an existing distributed engine: `grade(executor=client.get_executor())` on a
-local dask.distributed cluster gives every student the right status, grades and feedback, and the
-jobs really run on the dask workers. A worker that fails fails only its own student's job."""
+"""Grading jobs run on an existing distributed engine: `grade(client=...)` on a local
+dask.distributed cluster gives every student the right status, grades and feedback, the jobs
+really run on the dask workers, each with zygotes of its own while the run lasts. A worker that
+fails (on any executor) fails only its own student's job. (tests/stories/test_cluster.py runs
+the same on a scheduler and workers started as a user starts them, that share no folder.)"""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from concurrent.futures import Executor, Future, ThreadPoolExecutor
 import distributed
 import pytest
 
-from course.grading import batch
+from course.grading import batch, warm
 from course.grading.coursedir import Course
 from course.submission import build_submission, reference_answers, write_submission
 from course_testing import copy_course
@@ -62,13 +64,20 @@ def dask_client():
 def graded_on_dask(tmp_path_factory, dask_client):
     course = copy_course(tmp_path_factory.mktemp("dask") / "course", with_release=True)
     _class(course)
+    zygotes: list[dict] = []
+
+    def phase(doing: str) -> None:
+        if doing.startswith("grading"):
+            zygotes.append(dask_client.run(warm.zygote_dir))
+
     with distributed.get_task_stream(dask_client) as stream:
-        outcomes = batch.grade(course, [ASSIGNMENT], executor=dask_client.get_executor())
-    return course, {o.student: o for o in outcomes}, stream.data
+        outcomes = batch.grade(course, [ASSIGNMENT], client=dask_client, on_phase=phase)
+    zygotes.append(dask_client.run(warm.zygote_dir))
+    return course, {o.student: o for o in outcomes}, stream.data, zygotes
 
 
 def test_every_student_has_an_outcome_with_its_status(graded_on_dask):
-    _, outcomes, _ = graded_on_dask
+    _, outcomes, _, _ = graded_on_dask
     assert sorted(outcomes) == ["broken", "right", "wrong"]
     assert outcomes["right"].status == batch.GRADED, outcomes["right"].detail
     assert outcomes["wrong"].status == batch.GRADED, outcomes["wrong"].detail
@@ -77,7 +86,7 @@ def test_every_student_has_an_outcome_with_its_status(graded_on_dask):
 
 
 def test_scores_match_the_gradebook(graded_on_dask):
-    course, outcomes, _ = graded_on_dask
+    course, outcomes, _, _ = graded_on_dask
     right, wrong = outcomes["right"], outcomes["wrong"]
     with course.api().gradebook as gb:
         available = gb.find_assignment(ASSIGNMENT).max_code_score
@@ -99,7 +108,7 @@ def test_scores_match_the_gradebook(graded_on_dask):
 
 
 def test_feedback_is_written_for_the_graded_students(graded_on_dask):
-    course, _, _ = graded_on_dask
+    course, _, _, _ = graded_on_dask
     for student in ("right", "wrong"):
         page = course.root / "feedback" / student / ASSIGNMENT / f"{ASSIGNMENT}.html"
         assert page.is_file() and page.stat().st_size > 0, page
@@ -107,13 +116,20 @@ def test_feedback_is_written_for_the_graded_students(graded_on_dask):
 
 
 def test_the_jobs_ran_on_the_dask_workers(graded_on_dask, dask_client):
-    _, _, tasks = graded_on_dask
+    _, _, tasks, _ = graded_on_dask
     workers = set(dask_client.scheduler_info()["workers"])
     jobs = [t for t in tasks if str(t["key"]).startswith("run_job-")]
     # One task per submission that reached grading (the broken notebook is caught before).
     assert len(jobs) == 2, tasks
     assert all(t["status"] == "OK" for t in jobs), jobs
     assert {t["worker"] for t in jobs} <= workers
+
+
+def test_every_worker_had_zygotes_while_grading_and_none_after(graded_on_dask, dask_client):
+    *_, (during, after) = graded_on_dask
+    assert set(during) == set(dask_client.scheduler_info()["workers"])
+    assert all(folder is not None for folder in during.values()), during
+    assert set(after.values()) == {None}, "the zygotes end with the run"
 
 
 class FailsFor(Executor):
@@ -125,8 +141,8 @@ class FailsFor(Executor):
         self.pool = ThreadPoolExecutor(max_workers=1)
 
     def submit(self, fn, /, *args, **kwargs):
-        job = args[0]
-        if job.student == self.student:
+        parcel = args[0]
+        if parcel.job.student == self.student:
             future = Future()
             future.set_exception(RuntimeError("the worker went away"))
             return future
