@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO))
 from course.grading.batch import check_references  # noqa: E402
 from course.grading.coursedir import Course  # noqa: E402
 from course.grading.execute import GradingExecute  # noqa: E402
-from course.grading.warm import WarmUp, prefix_sources  # noqa: E402
+from course.grading.warm import WarmUp, prefix_sources, prefix_texts  # noqa: E402
 
 # "ready+shutdown": waiting for the started kernel's first answer, and stopping it.
 PHASES = ["launch", "first cell", "rest of lesson", "exercises+tests", "ready+shutdown"]
@@ -97,7 +97,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="warm-") as warm_dir:
         print(f"{'notebook':18} {'kernel':5} " + " ".join(f"{p:>15}" for p in PHASES) + "  total")
         for assignment in sorted(p.name for p in (REPO / "source").iterdir() if p.is_dir()):
-            warm_up = WarmUp(check_references(Course.at(REPO), [assignment]), Path(warm_dir))
+            prefixes = check_references(Course.at(REPO), [assignment])
+            warm_up = WarmUp(prefix_texts(prefixes), Path(warm_dir))
             warm_up.wait()
             notebook = REPO / "source" / assignment / f"{assignment}.ipynb"
             try:

@@ -7,16 +7,20 @@ named `conftest` cannot both be imported by name.)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import html
 import json
 import os
 import re
 import shutil
+import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -191,6 +195,77 @@ def with_essay(nb: nbformat.NotebookNode, assignment: str, text: str) -> nbforma
         if cell.metadata.get("nbgrader", {}).get("grade_id") == essay:
             cell.source = text
     return nb
+
+
+WORKER_UID = 65534  # nobody: a dask worker as an ordinary pod runs it
+# What a worker keeps of this repository, as a worker image has it: the package and its
+# environment. The rest (the instructor's course in it, the reference's records every scratch
+# course shares, `copy_course`) does not exist there.
+WORKER_KEEPS = ("course", ".venv", "autograd_course.egg-info")
+
+
+@contextmanager
+def dask_processes(
+    workers: int,
+    hidden: list[Path],
+    user_namespaces: bool = True,
+    before: Callable[[int], Callable[[], None] | None] = lambda index: None,
+) -> Iterator[tuple[str, list[subprocess.Popen]]]:
+    """A dask scheduler and ``workers`` workers started as a user starts them (``dask scheduler``,
+    ``dask worker``), each worker unprivileged in a mount namespace of its own where ``hidden``
+    and this repository's course do not exist (`tests/worker_jail.py`), allowed to make user
+    namespaces or not: the scheduler's address and the workers' processes (each leads a process
+    group). ``before(index)`` gives what worker ``index`` runs first, before it execs (a
+    benchmark puts it in a cgroup there)."""
+    from distributed import Client
+
+    bindir = Path(sys.executable).parent
+    folder = Path(tempfile.mkdtemp(prefix="course-cluster-"))
+    folder.chmod(0o755)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    address = f"tcp://127.0.0.1:{port}"
+    log = (folder / "cluster.log").open("ab")
+    started = [
+        subprocess.Popen(
+            [bindir / "dask", "scheduler", "--host", "127.0.0.1", "--port", str(port)]
+            + ["--no-dashboard"],
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
+    ]
+    hide = [*hidden, *(p for p in REPO.iterdir() if p.name not in WORKER_KEEPS)]
+    for index in range(workers):
+        home = folder / f"worker{index}"
+        home.mkdir()
+        jail = [sys.executable, REPO / "tests" / "worker_jail.py", "--uid", str(WORKER_UID)]
+        jail += ["--home", str(home), *(f"--hide={p}" for p in hide if p.exists())]
+        jail += [] if user_namespaces else ["--no-user-namespaces"]
+        jail += ["--"]
+        worker = [bindir / "dask", "worker", address, "--nthreads", "1", "--name", f"w{index}"]
+        worker += ["--local-directory", str(home), "--no-dashboard", "--death-timeout", "60"]
+        started.append(
+            subprocess.Popen(
+                [*map(str, jail), *map(str, worker)],
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+                preexec_fn=before(index),
+            )
+        )
+    try:
+        with Client(address, timeout="60s") as client:
+            client.wait_for_workers(workers, timeout=120)
+        yield address, started[1:]
+    finally:
+        for process in reversed(started):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        log.close()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def copy_course(dest: Path, with_release: bool = False) -> Course:

@@ -642,18 +642,41 @@ def protections() -> str:
     return held + (f"; per-process limits, no cgroup ({cgroup})" if cgroup else "; a cgroup")
 
 
+def _exit_code(error: OSError) -> int:
+    return min(255, 2 + (error.errno or 0))
+
+
+def _try_root() -> None:
+    """Exit after making what `_build_root` makes first: a private tmpfs and a /proc of the PID
+    namespace (which a container whose /proc has masked paths refuses a user namespace)."""
+    try:
+        _mount("none", "/", None, MS_REC | MS_PRIVATE)
+        _tmpfs(NEW_ROOT, "755", 1)
+        os.makedirs(f"{NEW_ROOT}/proc")
+        _mount("proc", f"{NEW_ROOT}/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        os._exit(0)
+    except OSError as error:
+        os._exit(_exit_code(error))
+
+
 @functools.lru_cache(maxsize=1)
 def _tried() -> tuple[bool, str | None]:
     """(whether kernels get a uid of their own, why they get no namespaces or None), tried once
-    in a throw-away child: unshare changes the caller for good."""
+    in a throw-away child (unshare changes the caller for good), and its child, the first
+    process of the new PID namespace, as a kernel's would be."""
     if sys.platform != "linux":
         return False, "not Linux"
     pid = os.fork()
     if pid == 0:
         try:
-            os._exit(0 if _isolate() else 1)
-        except (SandboxError, OSError) as error:
-            os._exit(min(255, 2 + (error.errno or 0)))
+            own_uid = _isolate()
+            first = os.fork()
+            if first == 0:
+                _try_root()
+            built = os.waitstatus_to_exitcode(os.waitpid(first, 0)[1])
+            os._exit(built or (0 if own_uid else 1))
+        except OSError as error:
+            os._exit(_exit_code(error))
     code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
     if code in (0, 1):
         return code == 0, None

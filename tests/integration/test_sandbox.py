@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from course.grading import sandbox
+from course_testing import REPO, WORKER_UID
 
 PROBE = """
 import os, socket, sys
@@ -43,6 +45,13 @@ print("root sees", sorted(os.listdir("/")))
 print("shared lock folder", os.path.exists("/run/lock"))
 print("processes", sorted(int(p) for p in os.listdir("/proc") if p.isdigit()))
 print("ipc namespace", os.readlink("/proc/self/ns/ipc"))
+status = open("/proc/self/status").read()
+print("capabilities", status.split("CapEff:")[1].split()[0])
+try:
+    os.chroot("/tmp")  # with CAP_SYS_CHROOT, a way out of its root folder
+    print("chroot allowed")
+except OSError:
+    print("chroot refused")
 try:
     Path(sys.prefix, "planted").write_text("x")
     Path(sys.prefix, "planted").unlink()  # not isolated, this could write: leave nothing
@@ -55,16 +64,22 @@ if len(sys.argv) > 2:  # leave a child behind, which must not outlive this proce
 """
 
 
-def _run(tmp_path: Path, isolate: bool = True, *extra: str) -> str:
+def _run(tmp_path: Path, isolate: bool = True, *extra: str, jail: tuple[str, ...] = ()) -> str:
+    """The probe's report, run in the sandbox by a grader started with the command prefix
+    ``jail`` (which then owns ``tmp_path``), or by one like this process."""
     course = tmp_path / "course"
     (course / "source").mkdir(parents=True)
     (course / "gradebook.db").write_text("secret")
     workdir, private = tmp_path / "work", tmp_path / "private"
     workdir.mkdir()
     private.mkdir()
+    if jail:
+        for path in [tmp_path, *tmp_path.rglob("*")]:
+            os.chown(path, WORKER_UID, WORKER_UID)
     policy = sandbox.policy_for(course, workdir, private, isolate=isolate)
     result = subprocess.run(
         [
+            *jail,
             sys.executable,
             "-m",
             "course.grading.sandbox",
@@ -110,6 +125,7 @@ def test_limits_apply_without_isolation_too(tmp_path):
     out = _run(tmp_path, isolate=False)
     assert "memory no" in out  # 6 GiB is past the 4 GiB limit
     assert "course sees ['gradebook.db', 'source']" in out  # the known-bad case: not isolated
+    assert "chroot allowed" in out  # root's capabilities, kept
 
 
 def test_a_policy_survives_its_json():
@@ -130,6 +146,57 @@ def test_the_kernel_sees_an_allow_list_and_its_own_processes_only(tmp_path):
     assert out.split("processes ")[1].splitlines()[0] == "[1]"  # the kernel is the first
     assert Path("/proc/self/ns/ipc").readlink().name not in out.split("ipc namespace ")[1]
     assert "python read-only" in out
+    assert "capabilities 0000000000000000" in out and "chroot refused" in out
+
+
+@needs_root
+def test_an_unprivileged_grader_sandboxes_through_a_user_namespace():
+    """A grader that is not root (a worker in an ordinary pod: `tests/worker_jail.py`) still
+    gives the kernel its own root folder, processes and network, with no capability left:
+    only its uid is the grader's."""
+    folder = Path(tempfile.mkdtemp(prefix="course-unprivileged-"))  # pytest's: root's alone
+    try:
+        folder.chmod(0o755)
+        jail = (sys.executable, str(REPO / "tests" / "worker_jail.py"), "--uid", str(WORKER_UID))
+        out = _run(folder, True, jail=(*jail, "--home", str(folder), "--"))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    assert "uid 0" in out, "root of its user namespace: the grader's uid outside"
+    assert "course sees nothing" in out or "course sees []" in out
+    assert "network no" in out and "no write to course" in out and "python read-only" in out
+    assert out.split("processes ")[1].splitlines()[0] == "[1]"
+    assert "capabilities 0000000000000000" in out and "chroot refused" in out
+    assert "memory no" in out
+
+
+@pytest.mark.parametrize(
+    "why,reason",
+    [("--no-user-namespaces", "No space left on device"), ("--masked-proc", "not permitted")],
+)
+def test_a_worker_that_cannot_build_the_sandbox_says_so(why, reason):
+    """Where user namespaces are forbidden, or a container's /proc has masked files (a user
+    namespace may then mount no /proc of its own), the grader knows before any kernel starts."""
+    folder = Path(tempfile.mkdtemp(prefix="course-unprivileged-"))
+    try:
+        folder.chmod(0o755)
+        jail = [sys.executable, str(REPO / "tests" / "worker_jail.py"), "--uid", str(WORKER_UID)]
+        said = subprocess.run(
+            [*jail, "--home", str(folder), why, "--", sys.executable, "-c", TELL],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    assert said.returncode == 0, said.stderr
+    unavailable, protections = said.stdout.splitlines()
+    assert "namespaces are not allowed here" in unavailable and reason in unavailable
+    assert protections.startswith("limits only: no namespaces")
+
+
+TELL = (
+    "from course.grading import sandbox; print(sandbox.unavailable()); print(sandbox.protections())"
+)
 
 
 @needs_root

@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -25,6 +27,7 @@ from course.grading.warm import (
     SandboxedKernelManager,
     WarmUp,
     prefix_file,
+    prefix_texts,
     request_fork,
     zygote_alive,
     zygote_socket,
@@ -88,7 +91,7 @@ def test_a_forked_process_is_seen_running_then_exited():
 @pytest.fixture(scope="module")
 def zygote(tmp_path_factory):
     warm = tmp_path_factory.mktemp("warm")
-    warm_up = WarmUp(check_references(Course.at(REPO), ["04_no_grad"]), warm)
+    warm_up = WarmUp(prefix_texts(check_references(Course.at(REPO), ["04_no_grad"])), warm)
     warm_up.wait()
     socket = warm / "04_no_grad" / "04_no_grad.sock"
     assert socket.exists(), (warm / "zygotes.log").read_text()
@@ -104,7 +107,7 @@ def test_one_process_starts_every_notebooks_zygote_and_they_end_with_it(tmp_path
     """torch is imported once for all the zygotes; killing that one process (as the grader does
     when it ends) ends every zygote too."""
     prefixes = check_references(Course.at(REPO), ["01_requires_grad", "04_no_grad"])
-    warm_up = WarmUp(prefixes, tmp_path)
+    warm_up = WarmUp(prefix_texts(prefixes), tmp_path)
     try:
         warm_up.wait()
         assert [served.exists() for _, served in warm_up.specs] == [True, True]
@@ -118,12 +121,42 @@ def test_one_process_starts_every_notebooks_zygote_and_they_end_with_it(tmp_path
     assert not any(Path(f"/proc/{pid}").exists() for pid in zygotes)
 
 
+STARTER = """
+import sys, time
+from pathlib import Path
+from course.grading.batch import check_references
+from course.grading.coursedir import Course
+from course.grading.warm import WarmUp, prefix_texts
+warm_up = WarmUp(prefix_texts(check_references(Course.at(sys.argv[1]), ["04_no_grad"])),
+                 Path(sys.argv[2]))
+warm_up.wait()
+print(warm_up.process.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def test_zygotes_end_with_the_process_that_started_them_killed_outright(tmp_path):
+    """A dask worker (or a grader) killed in the middle of a run leaves no zygote behind."""
+    starter = subprocess.Popen(
+        [sys.executable, "-c", STARTER, str(REPO), str(tmp_path)], stdout=subprocess.PIPE, text=True
+    )
+    server = int(starter.stdout.readline())
+    left = [server, *_children(server)]
+    assert len(left) == 2, "the process that serves, and the notebook's zygote"
+    starter.kill()
+    starter.wait()
+    deadline = time.monotonic() + 10
+    while any(Path(f"/proc/{pid}").exists() for pid in left) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(Path(f"/proc/{pid}").exists() for pid in left)
+
+
 def test_a_course_in_a_deep_folder_still_gets_warm_kernels(tmp_path):
     """A Unix socket's path may have 108 bytes at most: a zygote in a deeper folder binds and is
     reached all the same."""
     deep = tmp_path / ("d" * 60) / ("e" * 60)
     deep.mkdir(parents=True)
-    warm_up = WarmUp(check_references(Course.at(REPO), ["04_no_grad"]), deep)
+    warm_up = WarmUp(prefix_texts(check_references(Course.at(REPO), ["04_no_grad"])), deep)
     try:
         ((_, served),) = warm_up.specs
         assert len(str(served)) > 108
@@ -141,7 +174,7 @@ def test_a_kernel_whose_zygote_failed_does_not_wait_for_it(tmp_path):
     once, not after `ZYGOTE_WAIT` seconds."""
     recorded = tmp_path / "broken.prefix.json"
     Prefix(["raise RuntimeError('a broken lesson')"], [[]], [1], {}, {}).save(recorded)
-    warm_up = WarmUp({tmp_path / "source" / "a1" / "broken.ipynb": recorded}, tmp_path / "warm")
+    warm_up = WarmUp({("a1", "broken"): recorded.read_text()}, tmp_path / "warm")
     try:
         started = time.monotonic()
         assert zygote_socket(prefix_file(tmp_path / "warm", "a1", "broken")) is None
