@@ -236,12 +236,12 @@ def dask_processes(
             start_new_session=True,
         )
     ]
-    hide = [*hidden, *(p for p in REPO.iterdir() if p.name not in WORKER_KEEPS)]
+    keep = [f"--keep={REPO / name}" for name in WORKER_KEEPS if (REPO / name).is_dir()]
     for index in range(workers):
         home = folder / f"worker{index}"
         home.mkdir()
         jail = [sys.executable, REPO / "tests" / "worker_jail.py", "--uid", str(WORKER_UID)]
-        jail += ["--home", str(home), *(f"--hide={p}" for p in hide if p.exists())]
+        jail += ["--home", str(home), *(f"--hide={p}" for p in hidden), *keep]
         jail += [] if user_namespaces else ["--no-user-namespaces"]
         jail += ["--"]
         worker = [bindir / "dask", "worker", address, "--nthreads", "1", "--name", f"w{index}"]

@@ -2,15 +2,17 @@
 the given folders do not exist (an empty, read-only folder in their place), as an unprivileged
 uid, with no capability, so that the grader's sandbox must make do without root.
 
-    python tests/worker_jail.py --uid UID --home DIR [--hide PATH]... [--no-user-namespaces]
-        [--masked-proc] -- CMD...
+    python tests/worker_jail.py --uid UID --home DIR [--hide PATH]... [--keep PATH]...
+        [--no-user-namespaces] [--masked-proc] -- CMD...
 
 Run as root: it makes the namespace, then becomes ``UID`` (with HOME and TMPDIR set to DIR, its
-working folder) and execs CMD. The Python installation stays reachable for that uid even where
-it lies under a folder only root may enter (pyenv under /root). ``--no-user-namespaces``: the
-command may not make a user namespace either (a cluster whose nodes forbid them), so the
-grader's sandbox has nothing to work with. ``--masked-proc``: /proc has files masked, as a
-container runtime masks them (then no user namespace may mount a /proc of its own)."""
+working folder) and execs CMD. ``--keep PATH``: the folder PATH lies in shows only the kept
+entries (an image with the package and its environment, and no course). The Python
+installation stays reachable for that uid even where it lies under a folder only root may enter
+(pyenv under /root). ``--no-user-namespaces``: the command may not make a user namespace either
+(a cluster whose nodes forbid them), so the grader's sandbox has nothing to work with.
+``--masked-proc``: /proc has files masked, as a container runtime masks them (then no user
+namespace may mount a /proc of its own)."""
 
 from __future__ import annotations
 
@@ -45,6 +47,21 @@ def hide(path: Path) -> None:
         mount("tmpfs", str(path), "tmpfs", MS_RDONLY, "size=4k,mode=755")
     elif path.exists():
         mount("/dev/null", str(path), None, MS_BIND)
+
+
+def keep_only(kept: list[Path], home: Path) -> None:
+    """Show, in each folder that holds a ``kept`` path, nothing but the kept paths."""
+    folders: dict[Path, list[Path]] = {}
+    for path in kept:
+        folders.setdefault(path.parent, []).append(path)
+    for number, (folder, paths) in enumerate(folders.items()):
+        stash = home / f".kept{number}"
+        stash.mkdir(exist_ok=True)
+        mount(str(folder), str(stash), None, MS_BIND | MS_REC)
+        mount("tmpfs", str(folder), "tmpfs", 0, "size=64k,mode=755")
+        for path in paths:
+            path.mkdir()
+            mount(str(stash / path.name), str(path), None, MS_BIND | MS_REC)
 
 
 def reachable(needed: list[Path], home: Path) -> None:
@@ -88,6 +105,7 @@ def main() -> None:
     parser.add_argument("--uid", type=int, required=True)
     parser.add_argument("--home", type=Path, required=True)
     parser.add_argument("--hide", type=Path, action="append", default=[])
+    parser.add_argument("--keep", type=Path, action="append", default=[])
     parser.add_argument("--no-user-namespaces", action="store_true")
     parser.add_argument("--masked-proc", action="store_true")
     parser.add_argument("command", nargs="+")
@@ -98,6 +116,7 @@ def main() -> None:
     reachable([interpreter], args.home)
     for path in args.hide:
         hide(path)
+    keep_only(args.keep, args.home)
     if args.masked_proc:
         mount("/dev/null", "/proc/keys", None, MS_BIND)  # one of those Docker masks
     os.chown(args.home, args.uid, args.uid)
