@@ -1,7 +1,8 @@
 """Benchmark: one class graded on this machine (`grade --workers N`) and on a dask cluster of N
 workers started as a user starts them (`dask scheduler`, `dask worker`, each worker unprivileged
 in a mount namespace of its own where the course does not exist: `course_testing.dask_processes`),
-in one run, for each N asked: the class's wall time, and CPU seconds per notebook.
+in one run, for each N asked: the class's wall time, and CPU seconds per notebook; and what
+starting one worker's zygotes costs (once per worker and run).
 
 CPU is read from a cgroup per process tree (run as root): the local `grade` command (its kernels'
 cgroups lie inside it), each dask worker (its zygotes and kernels included: it is unprivileged,
@@ -18,6 +19,7 @@ import argparse
 import contextlib
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -27,10 +29,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "benchmarks")]
 
+from distributed import Client  # noqa: E402
 from grading import build_class, cell_scores, make_references  # noqa: E402
 
-from course.grading import sandbox  # noqa: E402
+from course.grading import batch, cluster, sandbox  # noqa: E402
 from course.grading.coursedir import Course  # noqa: E402
+from course.grading.warm import prefix_texts  # noqa: E402
 from course_testing import dask_processes, venv_env  # noqa: E402
 
 
@@ -77,6 +81,19 @@ def grade(course: Course, group: CpuGroup, *options: str) -> float:
     return time.perf_counter() - start
 
 
+def zygote_start(address: str, course: Course, groups: list[CpuGroup]) -> float:
+    """CPU seconds one worker spends starting the zygotes of every notebook (`cluster.Zygotes`),
+    the median over ``groups``' workers."""
+    prefixes = prefix_texts(batch.check_references(course, course.assignments))
+    before = [g.seconds() for g in groups]
+    with Client(address) as client:
+        client.register_plugin(cluster.Zygotes(prefixes), name=cluster.PLUGIN)
+        client.run(lambda dask_worker: dask_worker.plugins[cluster.PLUGIN].warm_up.wait())
+        used = [g.seconds() - b for g, b in zip(groups, before)]
+        cluster.release(client)
+    return statistics.median(used)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--students", type=int, default=8)
@@ -100,6 +117,8 @@ def main() -> None:
                 address,
                 _,
             ):
+                if workers == max(args.workers):
+                    zygotes = zygote_start(address, remote, groups)
                 started = sum(g.seconds() for g in groups)
                 wall = grade(remote, driver, "--scheduler", address)
                 used = sum(g.seconds() for g in groups) - started
@@ -117,6 +136,7 @@ def main() -> None:
         worker = f"{work / notebooks:.2f}" if drive else "-"
         grader = f"{drive / notebooks:.2f}" if drive else "-"
         print(f"| {name} | {wall:.1f} | {worker} | {grader} | {total:.2f} |")
+    print(f"\nstarting one worker's zygotes (4 notebooks): {zygotes:.1f} CPU s (median)")
 
 
 if __name__ == "__main__":

@@ -22,6 +22,8 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -30,7 +32,7 @@ from distributed import Client
 from course.grading import batch
 from course.grading.coursedir import Course
 from course.submission import build_submission, reference_answers, write_submission
-from course_testing import REPO, copy_course, dask_processes, venv_env
+from course_testing import REPO, WORKER_UID, copy_course, dask_processes, venv_env
 
 A = "01_requires_grad"
 EXERCISE = "make_trainable"
@@ -187,6 +189,27 @@ def test_workers_that_cannot_sandbox_are_refused(scratch, tmp_path):
     assert "1 of 1 dask workers cannot sandbox a kernel" in refused.stderr, refused.stderr
     assert "--allow-unsandboxed" in refused.stderr
     assert not (course.root / "autograded").exists(), "nothing was graded"
+
+
+def test_one_machine_whose_kernels_get_no_sandbox_is_refused_too():
+    """`grade --workers N` where neither root nor a user namespace is to be had."""
+    folder = Path(tempfile.mkdtemp(prefix="course-unsandboxed-"))  # pytest's: root's alone
+    try:
+        folder.chmod(0o755)
+        course = copy_course(folder / "course", with_release=True)
+        _class(course, peek=False)
+        for path in [folder, *folder.rglob("*")]:
+            os.chown(path, WORKER_UID, WORKER_UID, follow_symlinks=False)
+        jail = [sys.executable, str(REPO / "tests" / "worker_jail.py"), "--uid", str(WORKER_UID)]
+        jail += ["--home", str(folder), "--no-user-namespaces", "--"]
+        command = [sys.executable, "-m", "course", "--course", str(course.root), "grade", A]
+        refused = subprocess.run([*jail, *command], capture_output=True, text=True, timeout=300)
+        assert refused.returncode == 2, refused.stderr
+        assert "kernels cannot be sandboxed here" in refused.stderr
+        assert "--allow-unsandboxed" in refused.stderr
+        assert not (course.root / "autograded").exists(), "nothing was graded"
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_a_worker_killed_mid_run_loses_nothing(tmp_path, cluster):
