@@ -48,15 +48,20 @@ class CpuGroup:
         self.v1 = "cpuacct" in homes
         self.path = Path(homes["cpuacct" if self.v1 else "unified"]) / f"course-bench-{name}"
         self.path.mkdir(exist_ok=True)
+        self.start = self._usage()  # a leftover of an interrupted run counts from here
 
     def join(self) -> None:
         (self.path / "cgroup.procs").write_text(str(os.getpid()))
 
-    def seconds(self) -> float:
+    def _usage(self) -> float:
         if self.v1:
             return int((self.path / "cpuacct.usage").read_text()) / 1e9
         stat = dict(line.split() for line in (self.path / "cpu.stat").read_text().splitlines())
         return int(stat["usage_usec"]) / 1e6
+
+    def seconds(self) -> float:
+        """CPU seconds of the processes in it since it was made here."""
+        return self._usage() - self.start
 
     def remove(self) -> None:
         with contextlib.suppress(OSError):  # a child cgroup of a kernel not swept yet
