@@ -330,7 +330,7 @@ def grade(
         if client is not None:
             notice(cluster.prepare(client, zygotes, allow_unsandboxed))
             stack.callback(cluster.release, client)
-            executor = client.get_executor()
+            executor = client.get_executor(pure=False)  # a job run again is run, not recalled
         else:
             notice(f"sandbox: {sandbox.protections()}")
             if executor is None:  # another executor's processes find no zygote: they start cold

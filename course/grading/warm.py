@@ -1,6 +1,7 @@
 """Warm kernels: each grading kernel is a fresh fork of a prepared process, not a cold start.
 
-Runs in: the grader (zygotes started), a zygote (kernels forked) and a worker (its kernel manager).
+Runs in: the grader or a dask worker (zygotes started), a zygote (kernels forked) and a worker
+(its kernel manager).
 
 Starting a kernel cold costs a Python start, importing torch and running the whole lesson before
 the first exercise, for every submission. A zygote does that once per notebook: it runs the
