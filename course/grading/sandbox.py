@@ -642,44 +642,57 @@ def protections() -> str:
     return held + (f"; per-process limits, no cgroup ({cgroup})" if cgroup else "; a cgroup")
 
 
-def _exit_code(error: OSError) -> int:
-    return min(255, 2 + (error.errno or 0))
+UNTRIED = 255  # a throw-away child's exit status when it failed for another reason than errno
 
 
-def _try_root() -> None:
-    """Exit after making what `_build_root` makes first: a private tmpfs and a /proc of the PID
-    namespace (which a container whose /proc has masked paths refuses a user namespace)."""
+def _exit_after(attempt) -> None:
+    """In a forked child: run ``attempt()`` and exit with what it returns, 2 + the errno of an
+    OSError it raised, or `UNTRIED`: never back into the caller's code."""
+    code = UNTRIED
     try:
-        _mount("none", "/", None, MS_REC | MS_PRIVATE)
-        _tmpfs(NEW_ROOT, "755", 1)
-        os.makedirs(f"{NEW_ROOT}/proc")
-        _mount("proc", f"{NEW_ROOT}/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-        os._exit(0)
+        code = attempt()
     except OSError as error:
-        os._exit(_exit_code(error))
+        code = min(UNTRIED - 1, 2 + (error.errno or 0))
+    finally:
+        os._exit(code)
+
+
+def _try_root() -> int:
+    """Make what `_build_root` makes first: a private tmpfs and a /proc of the PID namespace
+    (which a container whose /proc has masked paths refuses a user namespace)."""
+    _mount("none", "/", None, MS_REC | MS_PRIVATE)
+    _tmpfs(NEW_ROOT, "755", 1)
+    os.makedirs(f"{NEW_ROOT}/proc")
+    _mount("proc", f"{NEW_ROOT}/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    return 0
+
+
+def _try_isolate() -> int:
+    """0 or 1 (`_isolate` gave a uid of its own, or not) once the first process of the new
+    PID namespace has built a root (`_try_root`); else what that child exited with."""
+    own_uid = _isolate()
+    first = os.fork()
+    if first == 0:
+        _exit_after(_try_root)
+    built = os.waitstatus_to_exitcode(os.waitpid(first, 0)[1])
+    return built or (0 if own_uid else 1)
 
 
 @functools.lru_cache(maxsize=1)
 def _tried() -> tuple[bool, str | None]:
     """(whether kernels get a uid of their own, why they get no namespaces or None), tried once
-    in a throw-away child (unshare changes the caller for good), and its child, the first
+    in a throw-away child (unshare changes the caller for good) and its child, the first
     process of the new PID namespace, as a kernel's would be."""
     if sys.platform != "linux":
         return False, "not Linux"
     pid = os.fork()
     if pid == 0:
-        try:
-            own_uid = _isolate()
-            first = os.fork()
-            if first == 0:
-                _try_root()
-            built = os.waitstatus_to_exitcode(os.waitpid(first, 0)[1])
-            os._exit(built or (0 if own_uid else 1))
-        except OSError as error:
-            os._exit(_exit_code(error))
+        _exit_after(_try_isolate)
     code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
     if code in (0, 1):
         return code == 0, None
+    if code == UNTRIED or code < 0:
+        return False, "namespaces could not be tried here"
     return False, f"namespaces are not allowed here ({os.strerror(code - 2)})"
 
 
