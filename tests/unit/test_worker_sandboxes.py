@@ -1,6 +1,7 @@
 """Before a cluster grades anything, every worker says what its sandbox enforces: the run says it
 once, grouped, and is refused where a worker's kernels would get no namespaces at all, unless the
-instructor allows it (`course.grading.cluster.check_workers`)."""
+instructor allows it (`course.grading.cluster.check_workers`). A scheduler that is not one is
+said plainly."""
 
 from __future__ import annotations
 
@@ -40,3 +41,10 @@ def test_allowed_the_run_goes_on_and_says_what_holds():
 def test_a_cluster_without_workers_is_refused():
     with pytest.raises(CourseError, match="no worker"):
         check_workers({}, True)
+
+
+def test_a_scheduler_address_that_is_none_is_said_plainly():
+    from course.cli import _dask_client
+
+    with pytest.raises(CourseError, match="no dask scheduler answers at no-such-scheduler"):
+        _dask_client("no-such-scheduler")
