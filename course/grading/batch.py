@@ -351,7 +351,7 @@ def grade(
             for student in roster:
                 gb.update_or_create_student(student)
         class_free = gradebook.class_free(course, workdir)
-        extensions = {a: gradebook.extensions(course, a) for a in chosen}
+        extensions = {a: gradebook.extensions(api, a) for a in chosen}
         selection = list(students_asked) if students_asked is not None else None
         kept, earlier = set(), resume.recorded(course, chosen, selection)
         for job in [j for j in jobs if (j.assignment, j.student) in earlier]:

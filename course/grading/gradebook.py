@@ -138,14 +138,11 @@ def class_free(course: Course, folder: Path) -> bytes:
     return path.read_bytes()
 
 
-def extensions(course: Course, assignment: str) -> dict[str, str]:
-    """The extensions a person gave for ``assignment``: student -> extension (naive UTC)."""
-    query = (
-        "SELECT s.student_id, s.extension FROM submitted_assignment s JOIN assignment a "
-        "ON a.id = s.assignment_id WHERE a.name = ? AND s.extension IS NOT NULL"
-    )
-    with read_only(course.gradebook) as db:
-        return {student: str(extension) for student, extension in db.execute(query, (assignment,))}
+def extensions(api, assignment: str) -> dict[str, float]:
+    """The extensions a person gave for ``assignment``: student -> seconds past the due date."""
+    with api.gradebook as gb:
+        submissions = gb.assignment_submissions(assignment)
+        return {s.student.id: s.extension.total_seconds() for s in submissions if s.extension}
 
 
 def _digest(path: Path) -> str:

@@ -45,7 +45,7 @@ class Parcel:
     job: Job
     files: dict[str, bytes]  # the scratch course's files by relative path
     expected: dict[str, dict[str, list]]  # notebook -> grade id -> the reference's records
-    extension: str | None = None  # the student's extension (ISO, naive UTC), as the gradebook has
+    extension: float | None = None  # seconds of extension a person gave the student
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ def _folder_files(folder: Path, prefix: str = "") -> dict[str, bytes]:
     }
 
 
-def pack(course: Course, job: Job, gradebook: bytes, extension: str | None = None) -> Parcel:
+def pack(course: Course, job: Job, gradebook: bytes, extension: float | None = None) -> Parcel:
     """The parcel of ``job``: read in the grader, from the course folder."""
     sources = course.root / "source" / job.assignment
     files = {CONFIG_FILE: (course.root / CONFIG_FILE).read_bytes(), GRADEBOOK: gradebook}
@@ -120,7 +120,7 @@ def _lay_out(parcel: Parcel, root: Path) -> Course:
         job = parcel.job
         with Gradebook(f"sqlite:///{course.gradebook}") as gb:
             gb.update_or_create_student(job.student)
-            extension = datetime.datetime.fromisoformat(parcel.extension)
+            extension = datetime.timedelta(seconds=parcel.extension)
             gb.add_submission(job.assignment, job.student, extension=extension)
     return course
 
