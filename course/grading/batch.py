@@ -351,7 +351,6 @@ def grade(
             for student in roster:
                 gb.update_or_create_student(student)
         class_free = gradebook.class_free(course, workdir)
-        extensions = {a: gradebook.extensions(api, a) for a in chosen}
         selection = list(students_asked) if students_asked is not None else None
         kept, earlier = set(), resume.recorded(course, chosen, selection)
         for job in [j for j in jobs if (j.assignment, j.student) in earlier]:
@@ -370,8 +369,8 @@ def grade(
         recorded = set(kept)
 
         def packed(job: Job):
-            extension = extensions[job.assignment].get(job.student)
-            return pack(course, job, class_free, extension)
+            own = gradebook.for_student(course, class_free, job.student, job.assignment)
+            return pack(course, job, own)
 
         local_zygotes = workdir / "warm" if executor is None and zygotes else None
         try:

@@ -21,6 +21,7 @@ import fcntl
 import hashlib
 import os
 import sqlite3
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -122,12 +123,30 @@ def _copy(source: Path, dest: Path) -> None:
 
 
 STUDENT_TABLES = ("comment", "grade", "submitted_notebook", "submitted_assignment", "student")
+# One student's rows of one assignment, children last, each a query of the course's gradebook
+# (attached as "course") with the parameters :student and :assignment.
+_THEIR_SUBMISSION = (
+    "SELECT id FROM course.submitted_assignment WHERE student_id = :student AND assignment_id = "
+    "(SELECT id FROM course.assignment WHERE name = :assignment)"
+)
+_THEIR_NOTEBOOKS = (
+    f"SELECT id FROM course.submitted_notebook WHERE assignment_id IN ({_THEIR_SUBMISSION})"
+)
+_THEIR_ROWS = {
+    "student": "SELECT * FROM course.student WHERE id = :student",
+    "submitted_assignment": f"SELECT * FROM course.submitted_assignment WHERE id IN "
+    f"({_THEIR_SUBMISSION})",
+    "submitted_notebook": f"SELECT * FROM course.submitted_notebook WHERE id IN "
+    f"({_THEIR_NOTEBOOKS})",
+    "grade": f"SELECT * FROM course.grade WHERE notebook_id IN ({_THEIR_NOTEBOOKS})",
+    "comment": f"SELECT * FROM course.comment WHERE notebook_id IN ({_THEIR_NOTEBOOKS})",
+}
 
 
 def class_free(course: Course, folder: Path) -> bytes:
     """The course's gradebook with every student's rows deleted and the file rebuilt (VACUUM:
-    no deleted row stays in a free page): assignments, notebooks and cells only. What a grading
-    job carries (`course.grading.jobs`), so that no job holds anything of another student."""
+    no deleted row stays in a free page): assignments, notebooks and cells only. Made once per
+    run; each job's gradebook is this with its own student's rows (`for_student`)."""
     path = folder / "class-free.db"
     _copy(course.gradebook, path)
     with contextlib.closing(sqlite3.connect(path)) as db:
@@ -138,11 +157,21 @@ def class_free(course: Course, folder: Path) -> bytes:
     return path.read_bytes()
 
 
-def extensions(api, assignment: str) -> dict[str, float]:
-    """The extensions a person gave for ``assignment``: student -> seconds past the due date."""
-    with api.gradebook as gb:
-        submissions = gb.assignment_submissions(assignment)
-        return {s.student.id: s.extension.total_seconds() for s in submissions if s.extension}
+def for_student(course: Course, empty: bytes, student: str, assignment: str) -> bytes:
+    """The gradebook a grading job carries (`course.grading.jobs`): ``empty`` (`class_free`)
+    with ``student``'s own rows of ``assignment`` copied from the course's gradebook (their
+    submission as people left it: an extension, manual scores and comments, which nbgrader's
+    late penalty and feedback page read). Nothing of any other student."""
+    with tempfile.TemporaryDirectory(prefix="course-job-gradebook-") as folder:
+        path = Path(folder) / "gradebook.db"
+        path.write_bytes(empty)
+        with contextlib.closing(sqlite3.connect(f"file:{path}", uri=True)) as db:
+            db.execute("ATTACH DATABASE ? AS course", (f"file:{course.gradebook}?mode=ro",))
+            asked = {"student": student, "assignment": assignment}
+            for table, query in _THEIR_ROWS.items():
+                db.execute(f"INSERT INTO main.{table} {query}", asked)
+            db.commit()
+        return path.read_bytes()
 
 
 def _digest(path: Path) -> str:

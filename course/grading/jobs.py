@@ -4,18 +4,17 @@ machines that share no folder with the course.
 Runs in: the grader (`pack`) and a worker (`run_job`): what passes between them is plain data.
 
 The grader packs a job (`Parcel`): the course's config, one assignment's source, a gradebook that
-holds no student (`course.grading.gradebook.class_free`), that one student's hand-in, and the
-reference's records for that submission's draw alone. A worker lays them out as a scratch course
-in a folder of its own, runs nbgrader's own autograde and feedback there, and returns what they
-wrote as data (`JobResult`): the rows autograde wrote, the autograded notebooks, the feedback
-pages. The grader then records them in the one real course (`course.grading.record`), so the
-gradebook is only ever written from one process. No path of the instructor's crosses: a worker
-needs no view of the course folder.
+holds no student but this one (`course.grading.gradebook.for_student`), that one student's
+hand-in, and the reference's records for that submission's draw alone. A worker lays them out as
+a scratch course in a folder of its own, runs nbgrader's own autograde and feedback there, and
+returns what they wrote as data (`JobResult`): the rows autograde wrote, the autograded
+notebooks, the feedback pages. The grader then records them in the one real course
+(`course.grading.record`), so the gradebook is only ever written from one process. No path of
+the instructor's crosses: a worker needs no view of the course folder.
 """
 
 from __future__ import annotations
 
-import datetime
 import re
 import tempfile
 from dataclasses import dataclass
@@ -45,7 +44,6 @@ class Parcel:
     job: Job
     files: dict[str, bytes]  # the scratch course's files by relative path
     expected: dict[str, dict[str, list]]  # notebook -> grade id -> the reference's records
-    extension: float | None = None  # seconds of extension a person gave the student
 
 
 @dataclass(frozen=True)
@@ -70,7 +68,7 @@ def _folder_files(folder: Path, prefix: str = "") -> dict[str, bytes]:
     }
 
 
-def pack(course: Course, job: Job, gradebook: bytes, extension: float | None = None) -> Parcel:
+def pack(course: Course, job: Job, gradebook: bytes) -> Parcel:
     """The parcel of ``job``: read in the grader, from the course folder."""
     sources = course.root / "source" / job.assignment
     files = {CONFIG_FILE: (course.root / CONFIG_FILE).read_bytes(), GRADEBOOK: gradebook}
@@ -88,7 +86,7 @@ def pack(course: Course, job: Job, gradebook: bytes, extension: float | None = N
             files[f"submitted/{job.student}/{job.assignment}/{name}"] = data
     cache = reference.cache_dir(course.root, job.assignment)
     expected = {p.stem: reference.records(p, cache, [job.draw])[job.draw] for p in notebooks}
-    return Parcel(job, files, expected, extension)
+    return Parcel(job, files, expected)
 
 
 def job_rows(api, assignment: str, student: str) -> dict:
@@ -113,16 +111,7 @@ def _lay_out(parcel: Parcel, root: Path) -> Course:
         path = root / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
-    course = Course.at(root)
-    if parcel.extension:  # nbgrader's late penalty counts it from the submission's row
-        from nbgrader.api import Gradebook
-
-        job = parcel.job
-        with Gradebook(f"sqlite:///{course.gradebook}") as gb:
-            gb.update_or_create_student(job.student)
-            extension = datetime.timedelta(seconds=parcel.extension)
-            gb.add_submission(job.assignment, job.student, extension=extension)
-    return course
+    return Course.at(root)
 
 
 def run_job(parcel: Parcel) -> JobResult:

@@ -8,8 +8,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import pytest
+from nbgrader.api import Gradebook
 
-from course.grading import batch
+from course.grading import batch, gradebook
 from course.grading.jobs import JobResult
 from course.grading.record import RecordError, record
 from course.submission import build_submission, write_submission
@@ -134,3 +135,28 @@ def test_a_job_that_does_not_match_the_course_changes_nothing(course, damage):
     assert outcome.status == batch.FAILED and outcome.grader_fault
     assert "could not be recorded" in outcome.detail and "previous grade kept" in outcome.detail
     assert not (course.root / "feedback" / "other").exists()
+
+
+def test_a_jobs_gradebook_holds_its_own_student_as_people_left_it_and_no_other(course, tmp_path):
+    """What a job carries (`gradebook.for_student`): the course's cells, and of the students
+    only its own, with what people entered (an extension, a manual score, a comment) that
+    nbgrader's late penalty and feedback page read."""
+    for student in ("eve", "fay"):
+        _hand_in(course, student)
+        with course.api().gradebook as gb:
+            gb.update_or_create_student(student)
+            submission = gb.add_submission(A, student, extension=timedelta(hours=5))
+            submission.notebooks[0].grades[0].manual_score = 0.75
+            submission.notebooks[0].comments[0].manual_comment = f"well done, {student}"
+            gb.db.commit()
+    job = tmp_path / "job.db"
+    job.write_bytes(gradebook.for_student(course, gradebook.class_free(course, tmp_path), "eve", A))
+    with Gradebook(f"sqlite:///{job}") as gb:
+        assert [s.id for s in gb.students] == ["eve"]
+        (submission,) = gb.assignment_submissions(A)
+        assert submission.extension == timedelta(hours=5)
+        notebook = submission.notebooks[0]
+        assert notebook.grades[0].manual_score == 0.75
+        assert notebook.comments[0].manual_comment == "well done, eve"
+        assert {nb.name for nb in gb.find_assignment(A).notebooks} == {A}
+    assert b"fay" not in job.read_bytes(), "nothing of another student, not even a free page"
