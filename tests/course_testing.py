@@ -204,6 +204,13 @@ WORKER_UID = 65534  # nobody: a dask worker as an ordinary pod runs it
 WORKER_KEEPS = ("course", ".venv", "autograd_course.egg-info")
 
 
+def jailed(home: Path, *options: str) -> list[str]:
+    """The command prefix that runs what follows it as an unprivileged worker
+    (`tests/worker_jail.py`) with ``home`` as its working folder and the jail's ``options``."""
+    jail = [sys.executable, str(REPO / "tests" / "worker_jail.py"), "--uid", str(WORKER_UID)]
+    return [*jail, "--home", str(home), *options, "--"]
+
+
 @contextmanager
 def dask_processes(
     workers: int,
@@ -240,10 +247,9 @@ def dask_processes(
     for index in range(workers):
         home = folder / f"worker{index}"
         home.mkdir()
-        jail = [sys.executable, REPO / "tests" / "worker_jail.py", "--uid", str(WORKER_UID)]
-        jail += ["--home", str(home), *(f"--hide={p}" for p in hidden), *keep]
-        jail += [] if user_namespaces else ["--no-user-namespaces"]
-        jail += ["--"]
+        options = [*(f"--hide={p}" for p in hidden), *keep]
+        options += [] if user_namespaces else ["--no-user-namespaces"]
+        jail = jailed(home, *options)
         worker = [bindir / "dask", "worker", address, "--nthreads", "1", "--name", f"w{index}"]
         worker += ["--local-directory", str(home), "--no-dashboard", "--death-timeout", "60"]
         started.append(

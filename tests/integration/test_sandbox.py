@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from course.grading import sandbox
-from course_testing import REPO, WORKER_UID
+from course_testing import WORKER_UID, jailed
 
 PROBE = """
 import os, socket, sys
@@ -157,8 +157,7 @@ def test_an_unprivileged_grader_sandboxes_through_a_user_namespace():
     folder = Path(tempfile.mkdtemp(prefix="course-unprivileged-"))  # pytest's: root's alone
     try:
         folder.chmod(0o755)
-        jail = (sys.executable, str(REPO / "tests" / "worker_jail.py"), "--uid", str(WORKER_UID))
-        out = _run(folder, True, jail=(*jail, "--home", str(folder), "--"))
+        out = _run(folder, True, jail=tuple(jailed(folder)))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     assert "uid 0" in out, "root of its user namespace: the grader's uid outside"
@@ -179,9 +178,8 @@ def test_a_worker_that_cannot_build_the_sandbox_says_so(why, reason):
     folder = Path(tempfile.mkdtemp(prefix="course-unprivileged-"))
     try:
         folder.chmod(0o755)
-        jail = [sys.executable, str(REPO / "tests" / "worker_jail.py"), "--uid", str(WORKER_UID)]
         said = subprocess.run(
-            [*jail, "--home", str(folder), why, "--", sys.executable, "-c", TELL],
+            [*jailed(folder, why), sys.executable, "-c", TELL],
             capture_output=True,
             text=True,
             timeout=60,

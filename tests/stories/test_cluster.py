@@ -32,7 +32,7 @@ from distributed import Client
 from course.grading import batch
 from course.grading.coursedir import Course
 from course.submission import build_submission, reference_answers, write_submission
-from course_testing import REPO, WORKER_UID, copy_course, dask_processes, venv_env
+from course_testing import REPO, WORKER_UID, copy_course, dask_processes, jailed, venv_env
 
 A = "01_requires_grad"
 EXERCISE = "make_trainable"
@@ -200,9 +200,8 @@ def test_one_machine_whose_kernels_get_no_sandbox_is_refused_too():
         _class(course, peek=False)
         for path in [folder, *folder.rglob("*")]:
             os.chown(path, WORKER_UID, WORKER_UID, follow_symlinks=False)
-        jail = [sys.executable, str(REPO / "tests" / "worker_jail.py"), "--uid", str(WORKER_UID)]
-        jail += ["--home", str(folder), "--no-user-namespaces", "--"]
         command = [sys.executable, "-m", "course", "--course", str(course.root), "grade", A]
+        jail = jailed(folder, "--no-user-namespaces")
         refused = subprocess.run([*jail, *command], capture_output=True, text=True, timeout=300)
         assert refused.returncode == 2, refused.stderr
         assert "kernels cannot be sandboxed here" in refused.stderr
