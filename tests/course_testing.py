@@ -274,6 +274,25 @@ def dask_processes(
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def live_processes() -> Iterator[tuple[int, dict[str, str]]]:
+    """Each live process's pid and the fields of its /proc status. A dead one is left out,
+    whether a zombie (Z) or one its parent is reaping this instant (X): a slow reaper in a
+    container shows either state long after SIGKILL."""
+    # Not Path.glob: it stats each match, and a process that has just gone raises ESRCH there.
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            lines = Path(entry.path, "status").read_text().splitlines()
+        except OSError:  # it has gone meanwhile
+            continue
+        fields = {
+            key: value.strip() for key, value in (ln.split(":", 1) for ln in lines if ":" in ln)
+        }
+        if fields.get("State", "")[:1] not in ("Z", "X"):
+            yield int(entry.name), fields
+
+
 def copy_course(dest: Path, with_release: bool = False) -> Course:
     """A scratch course directory with the repo's config, sources and answer fixtures, released
     when asked."""

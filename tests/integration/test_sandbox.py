@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from course.grading import sandbox
-from course_testing import WORKER_UID, jailed
+from course_testing import WORKER_UID, jailed, live_processes
 
 PROBE = """
 import os, socket, sys
@@ -245,19 +245,13 @@ while True:  # fork, and let the parent go: a new pid every few microseconds
 """
 
 
-def _processes_of(uid: int) -> list[int]:
-    """The live processes of ``uid`` (zombies are dead already)."""
-    found = []
-    for status in Path("/proc").glob("[0-9]*/status"):
-        try:
-            lines = status.read_text().splitlines()
-        except OSError:
-            continue
-        fields = dict(line.split(":", 1) for line in lines if ":" in line)
-        zombie = fields.get("State", "").split()[:1] == ["Z"]  # dead, waiting to be reaped
-        if "Uid" in fields and int(fields["Uid"].split()[0]) == uid and not zombie:
-            found.append(int(status.parent.name))
-    return found
+def _processes_of(uid: int) -> dict[int, str]:
+    """The live processes of ``uid``, with their states."""
+    return {
+        pid: fields["State"]
+        for pid, fields in live_processes()
+        if int(fields["Uid"].split()[0]) == uid
+    }
 
 
 def test_kill_uid_ends_a_process_that_hops_from_pid_to_pid():
@@ -282,13 +276,13 @@ def test_kill_uid_ends_a_process_that_hops_from_pid_to_pid():
         [python, "-c", HOPPER, str(count)], user=uid, group=uid, start_new_session=True
     )
 
-    def seen(samples: int) -> bool:
-        """Whether a live process of ``uid`` shows up in any of ``samples`` looks at /proc."""
-        found = False
+    def seen(samples: int) -> dict[int, str]:
+        """The first live processes of ``uid`` that any of ``samples`` looks at /proc finds."""
         for _ in range(samples):
-            found = found or bool(_processes_of(uid))
+            if found := _processes_of(uid):
+                return found
             time.sleep(0.05)
-        return found
+        return {}
 
     def within(seconds: float, condition) -> bool:
         deadline = time.monotonic() + seconds
@@ -303,7 +297,8 @@ def test_kill_uid_ends_a_process_that_hops_from_pid_to_pid():
         assert within(60, lambda: hops() > 0), "the hopper runs"
         sandbox.kill_uid(uid)
         within(30, lambda: not _processes_of(uid))  # SIGKILLed processes take a moment to die
-        assert not seen(20), f"a hopper outlived the kill: {_processes_of(uid)}"
+        survivors = seen(20)
+        assert not survivors, f"a hopper outlived the kill: {survivors}"
         before = hops()
         time.sleep(1)
         assert hops() == before, "a hopper outlived the kill: the count still moves"

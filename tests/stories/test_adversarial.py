@@ -20,7 +20,7 @@ from course.grading import batch
 from course.grading.coursedir import Course
 from course.grading.sandbox import FIRST_UID
 from course.submission import build_submission, reference_answers, write_submission
-from course_testing import cell_scores, copy_course, points
+from course_testing import cell_scores, copy_course, live_processes, points
 
 A = "01_requires_grad"
 FULL = points(A)  # the autograded points of the notebook
@@ -285,18 +285,13 @@ def _kernel_processes(marker: Path) -> list[int]:
     names its temporary folder (a kernel's TMPDIR lies there, and what it starts inherits it),
     so another grading run on the machine is not counted."""
     pids = []
-    for status in Path("/proc").glob("[0-9]*/status"):
+    for pid, fields in live_processes():
         try:
-            fields = dict(line.split(":", 1) for line in status.read_text().splitlines())
-            environ = (status.parent / "environ").read_bytes()
+            environ = Path(f"/proc/{pid}/environ").read_bytes()
         except OSError:
             continue
-        if (
-            int(fields["Uid"].split()[0]) >= FIRST_UID
-            and not fields["State"].strip().startswith("Z")
-            and str(marker).encode() in environ
-        ):
-            pids.append(int(status.parent.name))
+        if int(fields["Uid"].split()[0]) >= FIRST_UID and str(marker).encode() in environ:
+            pids.append(pid)
     return pids
 
 
