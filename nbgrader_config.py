@@ -4,6 +4,7 @@ Plain `nbgrader ...` commands run from this directory use it, and so does `pytho
 """
 
 import os
+import urllib.parse
 
 c = get_config()  # noqa: F821 (injected by traitlets)
 
@@ -11,6 +12,9 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 
 c.CourseDirectory.course_id = "autograd-course"
 c.CourseDirectory.root = ROOT
+# nbgrader's default URL takes a "?" or "%" in the course's path for a URL's own: quoted, the
+# gradebook of a course in "CS 101 ?50%" is that folder's, not a file named "CS 101 " beside it.
+c.CourseDirectory.db_url = "sqlite:///" + urllib.parse.quote(os.path.join(ROOT, "gradebook.db"))
 
 # A course-local exchange: release/fetch/submit/collect work without a system-wide directory.
 c.Exchange.root = os.path.join(ROOT, "exchange")

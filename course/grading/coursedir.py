@@ -11,6 +11,7 @@ import os
 import re
 import sqlite3
 import sys
+import urllib.parse
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,10 +42,17 @@ def nbgrader_reason(log: str) -> str | None:
     return errors[-1] if errors else None
 
 
+def read_only_uri(path: Path) -> str:
+    """SQLite's URI that opens ``path`` read-only, never creating or changing it. Quoted: a
+    course in a folder named ``CS 101 #2`` is not read as the file ``CS 101 `` (``#``, ``?``
+    and ``%`` are a URI's own)."""
+    return f"file:{urllib.parse.quote(str(path))}?mode=ro"
+
+
 def read_only(path: Path) -> contextlib.closing:
-    """A read-only connection to the SQLite database at ``path`` (never creates or changes it),
-    closed when the ``with`` block ends."""
-    return contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True))
+    """A read-only connection to the SQLite database at ``path``, closed when the ``with``
+    block ends."""
+    return contextlib.closing(sqlite3.connect(read_only_uri(path), uri=True))
 
 
 def exchange_root(config) -> Path:

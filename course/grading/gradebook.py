@@ -21,12 +21,11 @@ import fcntl
 import hashlib
 import os
 import sqlite3
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from .coursedir import Course, CourseTrouble, read_only
+from .coursedir import Course, CourseTrouble, read_only, read_only_uri
 from .words import counted
 
 KEEP = 10  # rotating backups
@@ -162,16 +161,15 @@ def for_student(course: Course, empty: bytes, student: str, assignment: str) -> 
     with ``student``'s own rows of ``assignment`` copied from the course's gradebook (their
     submission as people left it: an extension, manual scores and comments, which nbgrader's
     late penalty and feedback page read). Nothing of any other student."""
-    with tempfile.TemporaryDirectory(prefix="course-job-gradebook-") as folder:
-        path = Path(folder) / "gradebook.db"
-        path.write_bytes(empty)
-        with contextlib.closing(sqlite3.connect(f"file:{path}", uri=True)) as db:
-            db.execute("ATTACH DATABASE ? AS course", (f"file:{course.gradebook}?mode=ro",))
-            asked = {"student": student, "assignment": assignment}
-            for table, query in _THEIR_ROWS.items():
-                db.execute(f"INSERT INTO main.{table} {query}", asked)
-            db.commit()
-        return path.read_bytes()
+    # In memory; a URI connection, or SQLite would take the attached URI for a file's name.
+    with contextlib.closing(sqlite3.connect("file::memory:", uri=True)) as db:
+        db.deserialize(empty)
+        db.execute("ATTACH DATABASE ? AS course", (read_only_uri(course.gradebook),))
+        asked = {"student": student, "assignment": assignment}
+        for table, query in _THEIR_ROWS.items():
+            db.execute(f"INSERT INTO main.{table} {query}", asked)
+        db.commit()
+        return db.serialize()
 
 
 def _digest(path: Path) -> str:

@@ -33,8 +33,11 @@ HONEST = corpus("honest")[A]
 def copied(tmp_path_factory):
     """A copy of the course with its own `course` package (no venv: the original's serves it),
     a class of reference answers and one honest answer per exercise of the corpus, and a
-    PYTHONPATH in the grader's environment that leads to a broken `course`."""
-    root = tmp_path_factory.mktemp("term2") / "course"
+    PYTHONPATH in the grader's environment that leads to a broken `course`; in a folder whose
+    name holds a URI's characters."""
+    # Named as people name folders: "#", "?" and "%" are a URI's own, and nbgrader's default
+    # gradebook URL took "?50%" for a query (the gradebook landed beside the course).
+    root = tmp_path_factory.mktemp("term2") / "CS 101 #2 (?50% done)"
     course = copy_course(root, with_release=True)
     shutil.copytree(REPO / "course", root / "course", ignore=shutil.ignore_patterns("__pycache__"))
     assert Path(sys.modules["course"].__file__).resolve().is_relative_to(REPO)
@@ -62,6 +65,7 @@ def test_python_m_course_in_a_copy_grades_as_in_place(copied):
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "failed" not in done.stdout, done.stdout
+    assert [p.name for p in course.root.parent.iterdir()] == [course.root.name], "nothing beside"
     full = points(A)
     for student in [*STUDENTS, "honest"]:
         scores = cell_scores(course, A, student)
