@@ -20,6 +20,7 @@ import argparse
 import ctypes
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 CLONE_NEWNS, CLONE_NEWUSER = 0x20000, 0x10000000
@@ -49,36 +50,35 @@ def hide(path: Path) -> None:
         mount("/dev/null", str(path), None, MS_BIND)
 
 
+def show_only(folder: Path, trees: list[Path], home: Path) -> None:
+    """Replace ``folder`` by an open, empty one that holds only ``trees`` (paths inside it): each
+    is bound aside in ``home``, a tmpfs covers the folder, and each is bound back in place."""
+    stashes = []
+    for tree in trees:
+        stash = Path(tempfile.mkdtemp(prefix=".stash", dir=home))
+        mount(str(tree), str(stash), None, MS_BIND | MS_REC)
+        stashes.append(stash)
+    mount("tmpfs", str(folder), "tmpfs", 0, "size=64k,mode=755")
+    for tree, stash in zip(trees, stashes, strict=True):
+        tree.mkdir(parents=True)
+        mount(str(stash), str(tree), None, MS_BIND | MS_REC)
+
+
 def keep_only(kept: list[Path], home: Path) -> None:
     """Show, in each folder that holds a ``kept`` path, nothing but the kept paths."""
     folders: dict[Path, list[Path]] = {}
     for path in kept:
         folders.setdefault(path.parent, []).append(path)
-    for number, (folder, paths) in enumerate(folders.items()):
-        stash = home / f".kept{number}"
-        stash.mkdir(exist_ok=True)
-        mount(str(folder), str(stash), None, MS_BIND | MS_REC)
-        mount("tmpfs", str(folder), "tmpfs", 0, "size=64k,mode=755")
-        for path in paths:
-            path.mkdir()
-            mount(str(stash / path.name), str(path), None, MS_BIND | MS_REC)
+    for folder, paths in folders.items():
+        show_only(folder, paths, home)
 
 
-def reachable(needed: list[Path], home: Path) -> None:
-    """Make each ``needed`` tree reachable for any uid: a folder above it that others may not
+def reachable(tree: Path, home: Path) -> None:
+    """Make ``tree`` reachable for any uid: the topmost folder above it that others may not
     enter is replaced by an open one holding only that tree."""
-    for index, tree in enumerate(needed):
-        blocked = [
-            p for p in reversed(tree.parents) if p != Path("/") and not os.stat(p).st_mode & 1
-        ]
-        if not blocked:
-            continue
-        stash = home / f".stash{index}"
-        stash.mkdir(exist_ok=True)
-        mount(str(tree), str(stash), None, MS_BIND | MS_REC)
-        mount("tmpfs", str(blocked[0]), "tmpfs", 0, "size=64k,mode=755")
-        tree.mkdir(parents=True)
-        mount(str(stash), str(tree), None, MS_BIND | MS_REC)
+    blocked = [p for p in reversed(tree.parents) if p != Path("/") and not os.stat(p).st_mode & 1]
+    if blocked:
+        show_only(blocked[0], [tree], home)
 
 
 def no_user_namespaces() -> None:
@@ -113,7 +113,7 @@ def main() -> None:
     _check(libc.unshare(CLONE_NEWNS), "unshare")
     mount("none", "/", None, MS_REC | MS_PRIVATE)
     interpreter = Path(os.path.realpath(sys.executable)).parent.parent
-    reachable([interpreter], args.home)
+    reachable(interpreter, args.home)
     for path in args.hide:
         hide(path)
     keep_only(args.keep, args.home)
