@@ -1,6 +1,7 @@
 """Ctrl-C during a class run, as at a terminal: the whole foreground process group gets SIGINT.
 The run stops within seconds with one line, nothing is half-recorded, nothing it started keeps
-running, and the same command run again picks up where it stopped."""
+running (on this machine, or on a dask cluster's workers), and the same command run again picks
+up where it stopped."""
 
 from __future__ import annotations
 
@@ -15,12 +16,14 @@ from pathlib import Path
 
 import pytest
 
+from course.grading import warm
 from course.submission import build_submission, reference_answers, write_submission
-from course_testing import copy_course, points, venv_env
+from course_testing import copy_course, dask_processes, live_processes, points, venv_env
 
 A = "01_requires_grad"
 CLASS = [f"s{i}" for i in range(4)]
 STOPS_WITHIN = 20  # seconds from Ctrl-C to exit, on a loaded 2-core machine
+LOCAL = ("--workers", "2")
 
 
 @pytest.fixture(scope="module")
@@ -40,13 +43,14 @@ def course_root(template, tmp_path):
     return root
 
 
-def _start(root: Path, script: str = "") -> subprocess.Popen:
+def _start(root: Path, script: str = "", where: tuple[str, ...] = LOCAL) -> subprocess.Popen:
     """`python -m course grade` in a session of its own (a terminal's foreground group), its
-    temporary files under a folder of this test's, so its processes can be told from others'."""
+    temporary files under a folder of this test's, so its processes can be told from others';
+    graded ``where`` (on this machine, or ``--scheduler ADDRESS``)."""
     code = textwrap.dedent(script) + "\nfrom course.cli import main\nraise SystemExit(main())\n"
     env = venv_env(TMPDIR=str(root.parent / "tmp"))
     return subprocess.Popen(
-        [sys.executable, "-c", code, "grade", A, "--workers", "2"],
+        [sys.executable, "-c", code, "grade", A, *where],
         cwd=root,
         env=env,
         stdout=subprocess.PIPE,
@@ -100,9 +104,9 @@ def _check_stopped(root: Path, run: subprocess.Popen, signalled: float) -> str:
     return last
 
 
-def _check_resumes(root: Path, kept: set[str]) -> None:
+def _check_resumes(root: Path, kept: set[str], where: tuple[str, ...] = LOCAL) -> None:
     stamps = {s: (root / "autograded" / s / A / f"{A}.ipynb").stat().st_mtime_ns for s in kept}
-    again = _start(root)
+    again = _start(root, where=where)
     out, err = again.communicate(timeout=1200)
     assert again.returncode == 0, out + err
     assert _recorded(root) == set(CLASS)
@@ -118,21 +122,62 @@ def _check_resumes(root: Path, kept: set[str]) -> None:
     assert not (root / ".course" / "interrupted.json").exists()
 
 
+def _when_one_is_recorded(root: Path, run: subprocess.Popen) -> None:
+    """Wait until one submission is recorded (the others running)."""
+    deadline = time.monotonic() + 600
+    while not list(root.glob("autograded/*/*/*.ipynb")):
+        assert run.poll() is None and time.monotonic() < deadline, run.communicate()
+        time.sleep(0.1)
+
+
 @pytest.mark.parametrize("stop", ["ctrl-c", "kill"])
 def test_ctrl_c_while_jobs_run_stops_at_once_and_the_next_run_picks_up(course_root, stop):
     """Ctrl-C reaches the whole process group; `kill` (or a closed terminal, a scheduler) sends
     SIGTERM to the grader alone, which once left its zygotes running."""
     run = _start(course_root)
-    deadline = time.monotonic() + 600
-    while not list(course_root.glob("autograded/*/*/*.ipynb")):  # one recorded, others running
-        assert run.poll() is None and time.monotonic() < deadline, run.communicate()
-        time.sleep(0.1)
+    _when_one_is_recorded(course_root, run)
     if stop == "ctrl-c":
         os.killpg(run.pid, signal.SIGINT)
     else:
         os.kill(run.pid, signal.SIGTERM)
     _check_stopped(course_root, run, time.monotonic())
     _check_resumes(course_root, _recorded(course_root))
+
+
+def _descendants(processes: list[subprocess.Popen]) -> set[int]:
+    """The live processes that ``processes`` started, and those started, and so on."""
+    children: dict[int, list[int]] = {}
+    for pid, fields in live_processes():
+        children.setdefault(int(fields["PPid"]), []).append(pid)
+    found, todo = set(), [p.pid for p in processes]
+    while todo:
+        started = children.get(todo.pop(), [])
+        found.update(started)
+        todo += started
+    return found
+
+
+def test_ctrl_c_during_a_cluster_run_stops_it_there_too(course_root, tmp_path_factory):
+    """The workers are another user's processes, which Ctrl-C does not reach: the grader stops
+    its jobs and the workers' zygotes, what the run started on them ends, and they grade the
+    next run."""
+    from distributed import Client
+
+    with dask_processes(2, [tmp_path_factory.getbasetemp()]) as (address, workers):
+        idle = _descendants(workers)  # dask's own
+        on_cluster = ("--scheduler", address)
+        run = _start(course_root, where=on_cluster)
+        _when_one_is_recorded(course_root, run)
+        os.killpg(run.pid, signal.SIGINT)
+        _check_stopped(course_root, run, time.monotonic())
+        with Client(address) as client:
+            assert set(client.run(warm.zygote_dir).values()) == {None}, "zygotes left running"
+        # a job that was running ends with its notebook (a kernel's time is bounded)
+        deadline = time.monotonic() + 60
+        while _descendants(workers) - idle and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not _descendants(workers) - idle, "the run left processes on the workers"
+        _check_resumes(course_root, _recorded(course_root), on_cluster)
 
 
 RECORD_INTERRUPTED = """
