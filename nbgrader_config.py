@@ -4,7 +4,6 @@ Plain `nbgrader ...` commands run from this directory use it, and so does `pytho
 """
 
 import os
-import urllib.parse
 
 c = get_config()  # noqa: F821 (injected by traitlets)
 
@@ -12,9 +11,11 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 
 c.CourseDirectory.course_id = "autograd-course"
 c.CourseDirectory.root = ROOT
-# nbgrader's default URL takes a "?" or "%" in the course's path for a URL's own: quoted, the
-# gradebook of a course in "CS 101 ?50%" is that folder's, not a file named "CS 101 " beside it.
-c.CourseDirectory.db_url = "sqlite:///" + urllib.parse.quote(os.path.join(ROOT, "gradebook.db"))
+# nbgrader's default gradebook URL, with the two characters SQLAlchemy reads as a URL's escaped:
+# "?" (a query: "CS 101 ?50%" had its gradebook beside the course) and "%" (an escape). Nothing
+# else, since `nbgrader db upgrade` reads the URL as a plain path.
+GRADEBOOK = os.path.join(ROOT, "gradebook.db")
+c.CourseDirectory.db_url = "sqlite:///" + GRADEBOOK.replace("%", "%25").replace("?", "%3F")
 
 # A course-local exchange: release/fetch/submit/collect work without a system-wide directory.
 c.Exchange.root = os.path.join(ROOT, "exchange")

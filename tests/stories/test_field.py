@@ -35,8 +35,8 @@ def copied(tmp_path_factory):
     a class of reference answers and one honest answer per exercise of the corpus, and a
     PYTHONPATH in the grader's environment that leads to a broken `course`; in a folder whose
     name holds a URI's characters."""
-    # Named as people name folders: "#", "?" and "%" are a URI's own, and nbgrader's default
-    # gradebook URL took "?50%" for a query (the gradebook landed beside the course).
+    # Named as people name folders: "#", "?" and "%" are a URI's own (tests/unit/
+    # test_gradebook_location.py); unescaped, the gradebook landed beside the course.
     root = tmp_path_factory.mktemp("term2") / "CS 101 #2 (?50% done)"
     course = copy_course(root, with_release=True)
     shutil.copytree(REPO / "course", root / "course", ignore=shutil.ignore_patterns("__pycache__"))
