@@ -1,7 +1,7 @@
-"""An extension a person gave reaches the job that grades the hand-in: a job's gradebook holds no
-student's rows (`course.grading.gradebook.class_free`), so the extension travels with the job as
-a value, and nbgrader's late penalty there counts from the due date plus the extension, as it
-does in the course's gradebook."""
+"""An extension a person gave reaches the job that grades the hand-in: a job's gradebook holds its
+own student's rows and no other's (`course.grading.gradebook.for_student`), so nbgrader's late
+penalty there counts from the due date plus the extension, as it does in the course's
+gradebook."""
 
 from __future__ import annotations
 

@@ -24,11 +24,10 @@ def test_nbgrader_writes_the_gradebook_in_the_course_folder(tmp_path, name):
     shutil.copy(REPO / CONFIG_FILE, folder / CONFIG_FILE)
     (folder / "source").mkdir()
     url = CourseDirectory(config=Course.at(folder).config()).db_url
-    assert make_url(url).database == str(
-        folder / "gradebook.db"
-    )  # as nbgrader's Gradebook reads it
+    gradebook = str(folder / "gradebook.db")
+    assert make_url(url).database == gradebook  # the file nbgrader's Gradebook opens
     if name in PLAIN:  # nbgrader's own URL, which `nbgrader db upgrade` reads as a path
-        assert url == f"sqlite:///{folder / 'gradebook.db'}"
+        assert url == f"sqlite:///{gradebook}"
 
 
 @pytest.mark.parametrize("name", PLAIN + URL_CHARACTERS)
